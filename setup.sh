@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up swizzleperf in a virtual environment (default .venv). Idempotent: a second run only
+# checks that nothing changed. Usage: ./setup.sh [--dev]   (--dev adds the test tools)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+venv="${SWIZZLEPERF_VENV:-.venv}"
+python="${PYTHON:-python3}"
+extras=""
+[ "${1:-}" = "--dev" ] && extras="[dev]"
+
+if [ ! -x "$venv/bin/python" ]; then
+    if "$python" -c "import torch" 2>/dev/null; then
+        # Keep the torch (and triton) the machine already has: on a GPU box that is the
+        # CUDA/ROCm build the user wants, and reinstalling it would pull gigabytes.
+        echo "setup: using the existing torch of $python (venv with system site-packages)"
+        "$python" -m venv --system-site-packages "$venv"
+    else
+        "$python" -m venv "$venv"
+    fi
+fi
+pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
+
+if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+    # The CPU build; an unpinned torch pulls several GB of CUDA packages. triton is pinned to
+    # the version swizzleperf's trace capture is tested on (it hooks the interpreter).
+    echo "setup: installing torch 2.13.0 (CPU) and triton 3.9.0"
+    "${pip[@]}" install "torch==2.13.0" "triton==3.9.0"
+fi
+
+# Reinstall the package only when its metadata changed (the install is editable).
+stamp="$venv/.swizzleperf-installed"
+hash="$(sha256sum pyproject.toml | cut -c1-16)"
+have="$(cat "$stamp" 2>/dev/null || true)"
+if { [ "$have" != "$hash$extras" ] && [ "$have" != "$hash[dev]" ]; } \
+        || ! "$venv/bin/python" -c "import swizzleperf" 2>/dev/null; then
+    echo "setup: installing swizzleperf$extras into $venv"
+    "${pip[@]}" install -e ".$extras"
+    echo "$hash$extras" > "$stamp"
+fi
+echo "setup: ready. Activate with: source $venv/bin/activate"

@@ -1,0 +1,45 @@
+"""One error hierarchy, so the CLI can turn any failure into one readable line.
+
+Every message should name the fix, not only the symptom.
+"""
+
+
+class SwizzlePerfError(Exception):
+    """Base class: an expected failure with a message meant for the user."""
+
+
+class HardwareSpecError(SwizzlePerfError):
+    """A hardware spec file or preset name is invalid."""
+
+
+class ContractError(SwizzlePerfError):
+    """A kernel file does not follow the kernel contract (README: "The kernel contract")."""
+
+
+class RemapRejected(SwizzlePerfError):
+    """A remap candidate failed a check. `stage` says which one (static, bijectivity, ...)."""
+
+    def __init__(self, stage: str, reason: str):
+        super().__init__(f"{stage}: {reason}")
+        self.stage = stage
+        self.reason = reason
+
+
+class SandboxError(SwizzlePerfError):
+    """A child process crashed or ran past its time limit."""
+
+
+class ProfilerError(SwizzlePerfError):
+    """A profiler is missing, crashed, or produced output we cannot read."""
+
+
+class TraceCaptureError(SwizzlePerfError):
+    """The simulator could not capture a memory trace of the kernel."""
+
+
+class RunError(SwizzlePerfError):
+    """A run directory is missing, incomplete or from an incompatible version."""
+
+
+class LLMError(SwizzlePerfError):
+    """The language model is not configured, unreachable, or answered unusably."""

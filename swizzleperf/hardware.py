@@ -1,0 +1,213 @@
+"""What the loop and the simulator need to know about a GPU's last private cache level.
+
+A spec answers four questions: how many L2 domains (dies) there are, how big each one's L2
+is and how it is organised, how programs are dispatched to the domains, and how many programs
+a domain runs at once. Presets carry sourced values; `detect()` reads the local GPU; a user
+can supply a YAML/JSON file with the same fields.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from swizzleperf.errors import HardwareSpecError
+
+MiB = 1024 * 1024
+
+
+class Dispatch(BaseModel):
+    """How launch-order program ids are assigned to L2 domains.
+
+    round_robin: program `w` goes to domain `(w // chunk) % num_domains` (AMD's workgroup
+    dispatcher, chunk 1 by default). in_order: every program shares one L2 and programs
+    start in increasing id order (NVIDIA).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    policy: Literal["round_robin", "in_order"]
+    chunk: int = Field(1, ge=1, description="consecutive ids sent to one domain per turn")
+
+
+class HardwareSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    vendor: Literal["amd", "nvidia", "other"]
+    num_domains: int = Field(ge=1, description="L2 domains: XCDs on AMD, 1 on NVIDIA (one shared L2)")
+    cus_per_domain: int = Field(ge=1, description="compute units (AMD) or SMs (NVIDIA) per domain")
+    l2_bytes_per_domain: int = Field(gt=0)
+    line_bytes: int = Field(128, gt=0)
+    l2_ways: int = Field(16, ge=1, le=64)
+    set_index: Literal["modulo", "xor_fold"] = Field(
+        "modulo", description="how a line address picks its L2 set (MI300X's hash is unpublished)")
+    dispatch: Dispatch
+    programs_per_cu: int = Field(2, ge=1, description="resident programs per CU/SM (an occupancy assumption)")
+    next_level: str | None = Field(None, description="what serves L2 misses, e.g. 'Infinity Cache 256 MB'")
+    next_level_bytes: int | None = Field(None, gt=0)
+    source: str = Field("", description="where the numbers come from")
+
+    @model_validator(mode="after")
+    def _geometry_is_consistent(self) -> "HardwareSpec":
+        if self.line_bytes & (self.line_bytes - 1):
+            raise ValueError(f"line_bytes must be a power of two, got {self.line_bytes}")
+        per_set = self.line_bytes * self.l2_ways
+        if self.l2_bytes_per_domain % per_set:
+            raise ValueError(
+                f"l2_bytes_per_domain ({self.l2_bytes_per_domain}) must be a multiple of "
+                f"line_bytes * l2_ways ({per_set}) so the cache has a whole number of sets")
+        if self.set_index == "xor_fold" and self.num_sets & (self.num_sets - 1):
+            raise ValueError(f"set_index xor_fold needs a power-of-two set count, got {self.num_sets}")
+        return self
+
+    @property
+    def num_sets(self) -> int:
+        return self.l2_bytes_per_domain // (self.line_bytes * self.l2_ways)
+
+    @property
+    def resident_programs_per_domain(self) -> int:
+        return self.cus_per_domain * self.programs_per_cu
+
+    def describe(self) -> str:
+        """The one-line hardware text the method puts in front of the proposer."""
+        l2 = self.l2_bytes_per_domain / MiB
+        if self.dispatch.policy == "round_robin":
+            chunk = "" if self.dispatch.chunk == 1 else f" in chunks of {self.dispatch.chunk}"
+            how = f"programs are dispatched round-robin to the {self.num_domains} L2 domains{chunk}"
+            return (f"{self.name}: {self.num_domains} L2 domains (XCDs), each with {self.cus_per_domain} "
+                    f"CUs and a private {l2:g} MB L2 ({self.l2_ways}-way, {self.line_bytes} B lines); {how}.")
+        return (f"{self.name}: {self.cus_per_domain} SMs sharing one {l2:g} MB L2 ({self.line_bytes} B lines); "
+                f"programs start in increasing id order, so the remap changes which tiles share a wave.")
+
+
+_CDNA3 = dict(vendor="amd", num_domains=8, l2_bytes_per_domain=4 * MiB, line_bytes=128, l2_ways=16,
+              dispatch=Dispatch(policy="round_robin", chunk=1), next_level="Infinity Cache (MALL)",
+              next_level_bytes=256 * MiB)
+
+PRESETS: dict[str, HardwareSpec] = {
+    spec.name: spec
+    for spec in [
+        HardwareSpec(name="mi300x", cus_per_domain=38, **_CDNA3,
+                     source="AMD CDNA3 white paper: 8 XCDs x 38 CUs, 4 MB 16-way L2 per XCD, 128 B lines, "
+                            "256 MB Infinity Cache; round-robin workgroup dispatch (AMD MI300X tuning guide)"),
+        HardwareSpec(name="mi325x", cus_per_domain=38, **_CDNA3,
+                     source="same CDNA3 compute dies as MI300X (AMD MI325X data sheet)"),
+        HardwareSpec(name="mi355x", cus_per_domain=32, **_CDNA3,
+                     source="AMD CDNA4 white paper: 8 XCDs x 32 CUs, 4 MB L2 per XCD, 256 MB Infinity Cache"),
+        HardwareSpec(name="h100", vendor="nvidia", num_domains=1, cus_per_domain=132,
+                     l2_bytes_per_domain=50 * MiB, line_bytes=128, l2_ways=16,
+                     dispatch=Dispatch(policy="in_order"), next_level="HBM3",
+                     source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 (two partitions, modelled as one), 128 B lines; "
+                            "associativity unpublished, 16 assumed"),
+        HardwareSpec(name="h200", vendor="nvidia", num_domains=1, cus_per_domain=132,
+                     l2_bytes_per_domain=60 * MiB, line_bytes=128, l2_ways=16,
+                     dispatch=Dispatch(policy="in_order"), next_level="HBM3e",
+                     source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "
+                            "associativity unpublished, 16 assumed"),
+        HardwareSpec(name="gb10", vendor="nvidia", num_domains=1, cus_per_domain=48,
+                     l2_bytes_per_domain=24 * MiB, line_bytes=128, l2_ways=16,
+                     dispatch=Dispatch(policy="in_order"), next_level="LPDDR5x",
+                     source="NVIDIA GB10: 48 SMs, 24 MB L2; associativity unpublished, 16 assumed"),
+    ]
+}
+
+DEFAULT_PRESET = "mi300x"
+
+
+def load_spec_file(path: Path) -> HardwareSpec:
+    """Read a user spec (YAML or JSON) and validate it; errors name the offending field."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise HardwareSpecError(f"cannot read hardware spec {path}: {exc.strerror}") from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise HardwareSpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise HardwareSpecError(f"{path} must hold a mapping of spec fields, e.g. the output of "
+                                f"`swizzleperf hw --show mi300x --json`")
+    base = data.pop("base", None)
+    if base is not None:  # `base: mi300x` plus overrides is the common way to write a variant
+        if base not in PRESETS:
+            raise HardwareSpecError(f"{path}: base '{base}' is not a preset ({', '.join(PRESETS)})")
+        data = {**PRESETS[base].model_dump(), "name": f"{base}-custom", **data}
+    try:
+        return HardwareSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
+        raise HardwareSpecError(f"invalid hardware spec {path}: {problems}") from exc
+
+
+def resolve(name_or_path: str | None) -> tuple[HardwareSpec, str]:
+    """The spec to use and a sentence saying why it was chosen.
+
+    None means: the local GPU when one is detected, else the default preset.
+    """
+    if name_or_path is None:
+        detected = detect()
+        if detected is not None:
+            return detected, f"detected local GPU ({detected.source})"
+        return PRESETS[DEFAULT_PRESET], f"no GPU detected; default preset {DEFAULT_PRESET}"
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path], f"preset {name_or_path}"
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml", ".json") or path.exists():
+        if not path.exists():
+            raise HardwareSpecError(f"hardware spec file {path} does not exist")
+        return load_spec_file(path), f"spec file {path}"
+    raise HardwareSpecError(f"unknown hardware '{name_or_path}': use a preset ({', '.join(PRESETS)}) "
+                            f"or a .yaml/.json spec file")
+
+
+# --- detection ----------------------------------------------------------------------------
+
+_HIP_ATTRIBUTE_NUMBER_OF_XCCS = 10018  # hipDeviceAttributeNumberOfXccs, ROCm 7+
+_XCDS_BY_ARCH = {"gfx942": 8, "gfx950": 8}  # MI300X/MI325X, MI350X/MI355X
+_LARGEST_SINGLE_XCD_L2 = 8 * MiB  # no XCD has more; a larger value from torch is the total
+
+
+def _hip_xcc_count(device: int) -> int | None:
+    try:
+        hip = ctypes.CDLL("libamdhip64.so")
+    except OSError:
+        return None
+    value = ctypes.c_int(0)
+    status = hip.hipDeviceGetAttribute(ctypes.byref(value), _HIP_ATTRIBUTE_NUMBER_OF_XCCS, device)
+    return value.value if status == 0 and value.value > 0 else None
+
+
+def detect(device: int = 0) -> HardwareSpec | None:
+    """A spec for the local GPU, or None when there is none (or torch cannot see it)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(device)
+    l2 = int(getattr(props, "L2_cache_size", 0)) or 4 * MiB
+    if getattr(torch.version, "hip", None):
+        arch = getattr(props, "gcnArchName", "").split(":")[0]
+        xccs = _hip_xcc_count(device)
+        how = "hipDeviceAttributeNumberOfXccs"
+        if xccs is None:
+            xccs = _XCDS_BY_ARCH.get(arch, 1)
+            how = f"assumed from {arch or 'unknown arch'} (HIP attribute unavailable)"
+        per_xcd = l2 // xccs if l2 > _LARGEST_SINGLE_XCD_L2 else l2
+        return HardwareSpec(
+            name=f"local-{arch or 'rocm'}", vendor="amd", num_domains=xccs,
+            cus_per_domain=max(1, props.multi_processor_count // xccs), l2_bytes_per_domain=per_xcd,
+            dispatch=Dispatch(policy="round_robin"),
+            source=f"{props.name}: {xccs} XCDs ({how}), L2 {per_xcd // MiB} MB per XCD from torch")
+    sets_unit = 128 * 16
+    return HardwareSpec(
+        name=f"local-{props.name.replace(' ', '-').lower()}", vendor="nvidia", num_domains=1,
+        cus_per_domain=props.multi_processor_count, l2_bytes_per_domain=l2 // sets_unit * sets_unit,
+        dispatch=Dispatch(policy="in_order"),
+        source=f"{props.name}: {props.multi_processor_count} SMs, L2 {l2 / MiB:g} MB from torch")

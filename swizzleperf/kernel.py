@@ -1,0 +1,219 @@
+"""The kernel contract: what a kernel file must declare, and the loader that checks it.
+
+A kernel file is a plain Triton module (it never imports swizzleperf). It defines one
+`@triton.jit` remap hook, called at the top of the kernel, and a problem declaration in
+module-level names. `CONTRACT` below is the shape the loader expects; it is printed in
+every contract error and shown in the README.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from swizzleperf.errors import ContractError
+
+CONTRACT = '''\
+@triton.jit
+def swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):     # the remap hook
+    return pid                                          # launch id -> logical id
+
+@triton.jit
+def my_kernel(..., NUM_XCDS: tl.constexpr):
+    pid = swizzle(tl.program_id(0), tl.num_programs(0), NUM_XCDS)
+    ...
+
+REMAP_HOOK = "swizzle"                       # name of the hook above
+SIZES = {"small": {...}, "medium": {...}}    # named problem sizes (dicts of ints)
+DEFAULT_SIZE = "medium"
+CHECK_SIZES = ["small"]                      # sizes cheap enough for the CPU interpreter
+TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
+
+def grid(size) -> tuple[int, ...]:           # values of the hook's grid parameters
+def make_inputs(size, seed, device) -> dict[str, Tensor]
+def make_outputs(size, device) -> dict[str, Tensor]
+def launch(inputs, outputs, size, num_xcds) -> None   # one 1D launch of prod(grid(size)) programs
+def reference(inputs, size) -> dict[str, Tensor]       # same keys as make_outputs
+
+2D tile grids: def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr) -> (pid_m, pid_n)'''
+
+_REQUIRED_FUNCTIONS = ("grid", "make_inputs", "make_outputs", "launch", "reference")
+_REQUIRED_VALUES = ("REMAP_HOOK", "SIZES", "DEFAULT_SIZE", "CHECK_SIZES", "TOLERANCE")
+
+
+@dataclass(frozen=True)
+class HookSignature:
+    """The remap hook's parameters: `pid`, then one grid extent per logical axis, then constexprs.
+
+    The hook returns one logical index per grid parameter, so a 1D hook maps an id to an id and
+    a 2D hook maps an id to `(pid_m, pid_n)`.
+    """
+
+    name: str
+    pid: str
+    grid_params: tuple[str, ...]
+    constexprs: tuple[str, ...]
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return (self.pid, *self.grid_params, *self.constexprs)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.grid_params)
+
+    def render(self) -> str:
+        consts = [f"{c}: tl.constexpr" for c in self.constexprs]
+        return f"def {self.name}({', '.join([self.pid, *self.grid_params, *consts])})"
+
+
+@dataclass(frozen=True)
+class KernelFile:
+    """A loaded kernel file that satisfies the contract."""
+
+    path: Path
+    source: str
+    module: ModuleType = field(repr=False)
+    hook: HookSignature
+    hook_lines: tuple[int, int]  # 1-based, inclusive, decorators included
+    sizes: dict[str, dict[str, int]]
+    default_size: str
+    check_sizes: tuple[str, ...]
+    tolerance: dict[str, float]
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def hook_source(self) -> str:
+        lines = self.source.splitlines(keepends=True)
+        return "".join(lines[self.hook_lines[0] - 1:self.hook_lines[1]])
+
+    def fn(self, name: str) -> Callable[..., Any]:
+        return getattr(self.module, name)
+
+    def size(self, name: str | None = None) -> dict[str, int]:
+        name = name or self.default_size
+        if name not in self.sizes:
+            raise ContractError(f"{self.path.name} has no size '{name}'; declared: {', '.join(self.sizes)}")
+        return self.sizes[name]
+
+    def grid(self, size_name: str | None = None) -> tuple[int, ...]:
+        """The hook's grid extents at a size, checked against the hook's arity."""
+        extents = tuple(int(v) for v in self.fn("grid")(self.size(size_name)))
+        if len(extents) != self.hook.ndim or min(extents, default=0) < 1:
+            raise ContractError(
+                f"{self.path.name}: grid({size_name or self.default_size}) returned {extents}, but the hook "
+                f"{self.hook.render()} needs {self.hook.ndim} positive extent(s) ({', '.join(self.hook.grid_params)})")
+        return extents
+
+    def with_hook(self, hook_source: str) -> str:
+        """The kernel file's text with the remap hook replaced by `hook_source`."""
+        lines = self.source.splitlines(keepends=True)
+        start, end = self.hook_lines
+        body = hook_source if hook_source.endswith("\n") else hook_source + "\n"
+        return "".join(lines[:start - 1]) + body + "".join(lines[end:])
+
+
+def _contract_error(path: Path, problem: str) -> ContractError:
+    return ContractError(f"{path.name} breaks the kernel contract: {problem}\n\nExpected shape:\n{CONTRACT}")
+
+
+def _is_triton_jit(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return ast.unparse(target) in ("triton.jit", "jit")
+
+
+def _is_constexpr(arg: ast.arg) -> bool:
+    return arg.annotation is not None and ast.unparse(arg.annotation).endswith("constexpr")
+
+
+def parse_hook(path: Path, tree: ast.Module, hook_name: str) -> tuple[HookSignature, tuple[int, int]]:
+    """Find the hook in the file's syntax tree and read its signature."""
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == hook_name]
+    if not defs:
+        raise _contract_error(path, f"REMAP_HOOK = {hook_name!r} but no top-level function {hook_name}() is defined")
+    node = defs[-1]
+    if not any(_is_triton_jit(d) for d in node.decorator_list):
+        raise _contract_error(path, f"the remap hook {hook_name}() must be decorated with @triton.jit")
+    args = node.args.args
+    if node.args.vararg or node.args.kwarg or node.args.kwonlyargs or node.args.posonlyargs:
+        raise _contract_error(path, f"the remap hook {hook_name}() must take plain positional parameters")
+    constexprs = tuple(a.arg for a in args if _is_constexpr(a))
+    plain = [a.arg for a in args if not _is_constexpr(a)]
+    if len(plain) < 2 or [a.arg for a in args[:len(plain)]] != plain:
+        raise _contract_error(path, f"the remap hook must take (pid, grid extents..., CONSTEXPRS...); "
+                                    f"got {hook_name}({', '.join(a.arg for a in args)})")
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and n.func.id == hook_name]
+    if not calls:
+        raise _contract_error(path, f"the remap hook {hook_name}() is never called; call it at the top of the kernel")
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    signature = HookSignature(name=hook_name, pid=plain[0], grid_params=tuple(plain[1:]), constexprs=constexprs)
+    return signature, (start, node.end_lineno)
+
+
+def import_module_from(path: Path, module_name: str | None = None) -> ModuleType:
+    """Import a Python file by path under a private module name."""
+    module_name = module_name or f"swizzleperf_kernel_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ContractError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # triton.jit looks functions up through their module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ContractError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def load_kernel(path: str | Path) -> KernelFile:
+    """Import a kernel file and check it against the contract, naming whatever is missing."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ContractError(f"kernel file {path} does not exist")
+    source = path.read_text()
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ContractError(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from exc
+
+    module = import_module_from(path)
+    missing = [n for n in (*_REQUIRED_VALUES, *_REQUIRED_FUNCTIONS) if not hasattr(module, n)]
+    if missing:
+        raise _contract_error(path, f"missing {', '.join(missing)}")
+    not_callable = [n for n in _REQUIRED_FUNCTIONS if not callable(getattr(module, n))]
+    if not_callable:
+        raise _contract_error(path, f"{', '.join(not_callable)} must be functions")
+
+    sizes = module.SIZES
+    if not isinstance(sizes, dict) or not sizes or not all(
+            isinstance(v, dict) and all(isinstance(x, int) for x in v.values()) for v in sizes.values()):
+        raise _contract_error(path, "SIZES must be a non-empty dict of name -> dict of integer parameters")
+    unknown = [s for s in [module.DEFAULT_SIZE, *module.CHECK_SIZES] if s not in sizes]
+    if unknown:
+        raise _contract_error(path, f"DEFAULT_SIZE/CHECK_SIZES name undeclared sizes: {', '.join(map(str, unknown))}")
+    tol = module.TOLERANCE
+    if not isinstance(tol, dict) or set(tol) - {"atol", "rtol"}:
+        raise _contract_error(path, "TOLERANCE must be a dict with keys atol and rtol")
+
+    hook, lines = parse_hook(path, tree, module.REMAP_HOOK)
+    kernel = KernelFile(path=path, source=source, module=module, hook=hook, hook_lines=lines, sizes=sizes,
+                        default_size=module.DEFAULT_SIZE, check_sizes=tuple(module.CHECK_SIZES),
+                        tolerance={"atol": float(tol.get("atol", 0.0)), "rtol": float(tol.get("rtol", 0.0))})
+    for name in sizes:
+        kernel.grid(name)  # raises a ContractError naming the size if grid() disagrees with the hook
+    return kernel

@@ -1,0 +1,1 @@
+"""Proposers behind one protocol (see base.py): offline search and the LLM."""
