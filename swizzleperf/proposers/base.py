@@ -64,8 +64,9 @@ class ProposalContext:
     kernel: KernelFile
     hardware: HardwareSpec
     baseline: BottleneckReport
-    history: list[AttemptView]
+    history: list[AttemptView]  # bounded: the best few and the latest, with diffs (what a prompt shows)
     iteration: int
+    every_attempt: tuple[AttemptView, ...] = ()  # all attempts, without diffs (what a search learns from)
     seen_sources: frozenset[str] = frozenset()  # normalised sources already tried: never repeat one
 
 

@@ -1,0 +1,186 @@
+"""Known remap families (DESIGN.md section 3), written out as remap-hook source code.
+
+Each family is a function `(hook, **params) -> source` that renders a complete `@triton.jit`
+hook with the kernel's own parameter names, so its output is validated exactly like an
+LLM's. 1D hooks map a launch id to a logical id; 2D hooks map it to `(pid_m, pid_n)`: the
+2D families first pick a linear logical order (XCD-contiguous or not) and then a raster
+(row-major, column-major or GROUP_M super-tiles) inside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from swizzleperf.kernel import HookSignature
+
+
+@dataclass(frozen=True)
+class FamilyInstance:
+    """One family with concrete parameters: a candidate the search proposer can render."""
+
+    family: str
+    params: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def label(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.family}({inner})" if inner else self.family
+
+    def render(self, hook: HookSignature) -> str:
+        return FAMILIES[self.family](hook, **dict(self.params))
+
+
+def _header(hook: HookSignature, doc: str) -> list[str]:
+    return ["@triton.jit", f"{hook.render()}:", f'    """{doc}"""']
+
+
+def _dies(hook: HookSignature, dies: int | None) -> str:
+    """The die count as code: the kernel's NUM_XCDS-like constexpr, or a literal override."""
+    if dies is None:
+        if not hook.constexprs:
+            raise ValueError(f"{hook.name} has no constexpr for the die count; pass dies=")
+        return hook.constexprs[0]
+    return str(dies)
+
+
+def _count(hook: HookSignature) -> str:
+    return " * ".join(hook.grid_params)
+
+
+# --- linear orders: launch id -> linear logical id, as lines assigning `lid` -------------------
+
+def _order_identity(hook: HookSignature) -> list[str]:
+    return [f"    lid = {hook.pid}"]
+
+
+def _order_xcd_contiguous(hook: HookSignature, dies: int | None = None) -> list[str]:
+    # Die d receives programs d, d+N, d+2N, ... and gives them one contiguous logical range. The
+    # first t dies ("tall") get q = ceil(G/N) programs, the rest q-1; t = N when N divides G.
+    n = _dies(hook, dies)
+    return [
+        f"    count = {_count(hook)}",
+        f"    xcd = {hook.pid} % {n}",
+        f"    local = {hook.pid} // {n}",
+        f"    q = (count + {n} - 1) // {n}",
+        f"    tall = count - (q - 1) * {n}",
+        "    if xcd < tall:",
+        "        lid = xcd * q + local",
+        "    else:",
+        "        lid = tall * q + (xcd - tall) * (q - 1) + local",
+    ]
+
+
+def _order_xcd_chunked(hook: HookSignature, chunk: int, dies: int | None = None) -> list[str]:
+    # Rounds of N*chunk launch ids: within a round, die d takes `chunk` consecutive logical ids, so
+    # neighbours share a die and run at about the same time. The tail that does not fill a round
+    # keeps the identity.
+    n = _dies(hook, dies)
+    return [
+        f"    count = {_count(hook)}",
+        f"    per_round = {n} * {chunk}",
+        f"    full = count - count % per_round",
+        f"    lid = {hook.pid}",
+        f"    if {hook.pid} < full:",
+        f"        r = {hook.pid} // per_round",
+        f"        xcd = {hook.pid} % {n}",
+        f"        k = ({hook.pid} // {n}) % {chunk}",
+        f"        lid = r * per_round + xcd * {chunk} + k",
+    ]
+
+
+# --- rasters for 2D hooks: linear logical id `lid` -> (pid_m, pid_n) ----------------------------
+
+def _raster_row_major(hook: HookSignature) -> list[str]:
+    _, n = hook.grid_params
+    return [f"    return lid // {n}, lid % {n}"]
+
+
+def _raster_col_major(hook: HookSignature) -> list[str]:
+    m, _ = hook.grid_params
+    return [f"    return lid % {m}, lid // {m}"]
+
+
+def _raster_grouped(hook: HookSignature, group_m: int) -> list[str]:
+    # GROUP_M rows of tiles are walked column by column, so consecutive programs reuse the same
+    # rows of A and the same columns of B; the last group may be shorter.
+    m, n = hook.grid_params
+    return [
+        f"    in_group = {group_m} * {n}",
+        "    group = lid // in_group",
+        f"    first_m = group * {group_m}",
+        f"    rows = min({m} - first_m, {group_m})",
+        "    return first_m + (lid % in_group) % rows, (lid % in_group) // rows",
+    ]
+
+
+def _compose(doc: str, order: list[str], raster: list[str] | None, hook: HookSignature) -> str:
+    tail = raster if raster is not None else ["    return lid"]
+    return "\n".join(_header(hook, doc) + order + tail) + "\n"
+
+
+def _needs(hook: HookSignature, ndim: int, family: str) -> None:
+    if hook.ndim != ndim:
+        raise ValueError(f"family {family} needs a {ndim}D hook; {hook.render()} is {hook.ndim}D")
+
+
+# --- the families ------------------------------------------------------------------------------
+
+def identity(hook: HookSignature) -> str:
+    if hook.ndim == 1:
+        return _compose("Identity: launch order is logical order.", _order_identity(hook), None, hook)
+    _needs(hook, 2, "identity")
+    return _compose("Identity: row-major tiles in launch order.", _order_identity(hook), _raster_row_major(hook), hook)
+
+
+def xcd_contiguous(hook: HookSignature, dies: int | None = None) -> str:
+    _needs(hook, 1, "xcd_contiguous")
+    return _compose("XCD-contiguous: each die runs one contiguous range of logical ids.",
+                    _order_xcd_contiguous(hook, dies), None, hook)
+
+
+def xcd_chunked(hook: HookSignature, chunk: int, dies: int | None = None) -> str:
+    _needs(hook, 1, "xcd_chunked")
+    return _compose(f"Chunked XCD-contiguous: {chunk} consecutive logical ids per die per round.",
+                    _order_xcd_chunked(hook, chunk, dies), None, hook)
+
+
+def col_major(hook: HookSignature) -> str:
+    _needs(hook, 2, "col_major")
+    return _compose("Column-major tiles in launch order.", _order_identity(hook), _raster_col_major(hook), hook)
+
+
+def grouped(hook: HookSignature, group_m: int) -> str:
+    _needs(hook, 2, "grouped")
+    return _compose(f"GROUP_M={group_m} super-tile raster in launch order.",
+                    _order_identity(hook), _raster_grouped(hook, group_m), hook)
+
+
+def xcd_row_major(hook: HookSignature, dies: int | None = None) -> str:
+    _needs(hook, 2, "xcd_row_major")
+    return _compose("XCD-contiguous ranges of row-major tiles.",
+                    _order_xcd_contiguous(hook, dies), _raster_row_major(hook), hook)
+
+
+def xcd_col_major(hook: HookSignature, dies: int | None = None) -> str:
+    _needs(hook, 2, "xcd_col_major")
+    return _compose("XCD-contiguous ranges of column-major tiles.",
+                    _order_xcd_contiguous(hook, dies), _raster_col_major(hook), hook)
+
+
+def xcd_grouped(hook: HookSignature, group_m: int, dies: int | None = None) -> str:
+    _needs(hook, 2, "xcd_grouped")
+    return _compose(f"XCD-contiguous ranges, GROUP_M={group_m} super-tile raster inside each.",
+                    _order_xcd_contiguous(hook, dies), _raster_grouped(hook, group_m), hook)
+
+
+def xcd_chunked_grouped(hook: HookSignature, chunk: int, group_m: int, dies: int | None = None) -> str:
+    _needs(hook, 2, "xcd_chunked_grouped")
+    return _compose(f"Chunked XCD order ({chunk} per die per round), GROUP_M={group_m} raster.",
+                    _order_xcd_chunked(hook, chunk, dies), _raster_grouped(hook, group_m), hook)
+
+
+FAMILIES: dict[str, Callable[..., str]] = {
+    f.__name__: f for f in (identity, xcd_contiguous, xcd_chunked, col_major, grouped, xcd_row_major,
+                            xcd_col_major, xcd_grouped, xcd_chunked_grouped)
+}

@@ -1,0 +1,124 @@
+"""The bottleneck history buffer: every attempt, ranked, and the bounded view proposers get.
+
+An attempt is recorded whatever happened to it: a candidate rejected by the static checks is
+as informative to the next proposal as one that was profiled.
+"""
+
+from __future__ import annotations
+
+import difflib
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swizzleperf.kernel import KernelFile
+from swizzleperf.proposers.base import AttemptView, LLMUsage, Origin
+from swizzleperf.report import BottleneckReport
+
+Stage = Literal["propose", "static", "bijectivity", "correctness", "profile"]
+STAGES: tuple[Stage, ...] = ("propose", "static", "bijectivity", "correctness", "profile")
+
+RANKING_RULE = ("accepted attempts ranked by L2 hit rate (higher first), then by median kernel time "
+                "(lower first) where measured, then by iteration (earlier first)")
+
+
+class StageResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    stage: Stage
+    ok: bool
+    detail: str = Field(description="one sentence a person can read")
+    seconds: float
+    data: dict | None = Field(None, description="the stage's own report (bijectivity, correctness), as JSON")
+
+
+class Attempt(BaseModel):
+    """One line of attempts.jsonl."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = 1
+    iteration: int
+    origin: Origin
+    family: str
+    rationale: str = ""
+    source: str
+    diff: str = Field(description="unified diff of the kernel file against the original")
+    stages: list[StageResult]
+    report: BottleneckReport | None = None
+    usage: LLMUsage | None = None
+    started_at: datetime
+    seconds: float
+
+    @property
+    def accepted(self) -> bool:
+        return self.report is not None and all(s.ok for s in self.stages)
+
+    @property
+    def failure(self) -> StageResult | None:
+        return next((s for s in self.stages if not s.ok), None)
+
+    @property
+    def verdict(self) -> str:
+        failure = self.failure
+        if failure is not None:
+            return f"rejected at {failure.stage}"
+        return "accepted" if self.report is not None else "incomplete"
+
+    def view(self, max_diff_lines: int = 40) -> AttemptView:
+        diff = self.diff.splitlines()
+        if len(diff) > max_diff_lines:
+            diff = diff[:max_diff_lines] + [f"... ({len(diff) - max_diff_lines} more lines)"]
+        failure = self.failure
+        return AttemptView(
+            iteration=self.iteration, origin=self.origin, family=self.family, diff="\n".join(diff),
+            accepted=self.accepted, stage=failure.stage if failure else None,
+            reason=failure.detail if failure else None,
+            hit_pct=self.report.hit_pct if self.report else None,
+            report=self.report.summary() if self.report else None)
+
+
+def kernel_diff(kernel: KernelFile, hook_source: str) -> str:
+    """The unified diff a person would review: the kernel file before and after the remap."""
+    after = kernel.with_hook(hook_source)
+    return "".join(difflib.unified_diff(
+        kernel.source.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile=f"a/{kernel.path.name}", tofile=f"b/{kernel.path.name}"))
+
+
+def _rank_key(attempt: Attempt) -> tuple[float, float, int]:
+    report = attempt.report
+    assert report is not None
+    time = report.timing.median_ms if report.timing else float("inf")
+    return (-report.hit_pct, time, attempt.iteration)
+
+
+class History:
+    """All attempts of a run, in iteration order."""
+
+    def __init__(self, attempts: list[Attempt] | None = None):
+        self.attempts: list[Attempt] = list(attempts or [])
+
+    def __len__(self) -> int:
+        return len(self.attempts)
+
+    def append(self, attempt: Attempt) -> None:
+        self.attempts.append(attempt)
+
+    def ranked(self) -> list[Attempt]:
+        return sorted((a for a in self.attempts if a.accepted), key=_rank_key)
+
+    def best(self) -> Attempt | None:
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
+
+    def baseline(self) -> Attempt | None:
+        return next((a for a in self.attempts if a.origin == "baseline" and a.accepted), None)
+
+    def views(self, last: int = 6, top: int = 3) -> list[AttemptView]:
+        """The bounded summary proposers see: the best few and the most recent, in order."""
+        keep = {a.iteration for a in self.ranked()[:top]} | {a.iteration for a in self.attempts[-last:]}
+        return [a.view() for a in self.attempts if a.iteration in keep]
+
+    def all_views(self) -> list[AttemptView]:
+        """Every attempt, compactly (no diffs): what a search proposer learns from."""
+        return [a.view(max_diff_lines=0) for a in self.attempts]
