@@ -1,0 +1,130 @@
+"""What a run leaves for people: best/, report.md and its pictures.
+
+Everything here is derived from run.json and attempts.jsonl, so it can be rewritten at any time
+(after a resume, or by `swizzleperf runs show --rewrite`).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from swizzleperf import plots
+from swizzleperf.evaluate import hook_constants
+from swizzleperf.history import Attempt, History
+from swizzleperf.kernel import KernelFile
+from swizzleperf.remap import logical_ids
+from swizzleperf.runs import RunDir
+from swizzleperf.sim.dispatch import slot_domains
+
+
+def provenance(run: RunDir, attempt: Attempt) -> str:
+    """Where a remap came from and what it scored, for its docstring."""
+    rec = run.record
+    report = attempt.report
+    assert report is not None
+    lines = [
+        f"{attempt.family}: found by swizzleperf run {rec.run_id} (iteration {attempt.iteration}, {attempt.origin}).",
+        f"Kernel {rec.kernel.name} (sha256 {rec.kernel.sha256[:12]}), size {rec.size}, hardware {rec.hardware.name}.",
+        f"L2 hit rate {report.hit_pct:.2f}% {report.label}; baseline {rec.baseline_hit_pct:.2f}%, "
+        f"ceiling {rec.ceiling_pct:.2f}%." if rec.baseline_hit_pct is not None and rec.ceiling_pct is not None
+        else f"L2 hit rate {report.hit_pct:.2f}% {report.label}.",
+    ]
+    bij = next((s for s in attempt.stages if s.stage == "bijectivity"), None)
+    if bij is not None and bij.data and bij.data.get("grids"):
+        grids = ", ".join("x".join(map(str, g)) for g in bij.data["grids"])
+        lines.append(f"Proven bijective on grids: {grids}.")
+    return "\n".join(lines)
+
+
+def with_docstring(source: str, doc: str) -> str:
+    """Replace (or add) the function's docstring, keeping the rest of the text as written."""
+    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
+    lines = source.splitlines()
+    first = fn.body[0]
+    indent = " " * first.col_offset
+    quoted = indent + '"""' + textwrap.indent(doc, indent).lstrip() + '\n' + indent + '"""'
+    has_doc = isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
+        and isinstance(first.value.value, str)
+    if has_doc:
+        lines[first.lineno - 1:first.end_lineno] = quoted.splitlines()
+    else:
+        lines[first.lineno - 1:first.lineno - 1] = quoted.splitlines()
+    return "\n".join(lines) + "\n"
+
+
+def write_best(run: RunDir, kernel: KernelFile, best: Attempt) -> None:
+    run.best_dir.mkdir(exist_ok=True)
+    remap = with_docstring(best.source, provenance(run, best))
+    (run.best_dir / kernel.path.name).write_text(kernel.with_hook(remap))
+    module = ('"""A remap found by swizzleperf; import it and call it at the top of a kernel."""\n\n'
+              "import triton\nimport triton.language as tl\n\n\n" + remap)
+    (run.best_dir / "remap.py").write_text(module)
+
+
+def write_pictures(run: RunDir, kernel: KernelFile, history: History, best: Attempt | None) -> list[str]:
+    rec = run.record
+    baseline = history.baseline()
+    label = baseline.report.label if baseline and baseline.report else "L2 hit rate"
+    names = [plots.plot_hit_rate(history, rec.ceiling_pct, label, run.path / "hit_rate.png").name]
+    if best is not None:
+        grid = kernel.grid(rec.size)
+        consts = hook_constants(kernel, rec.hardware)
+        panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts)),
+                  (f"best: {best.family}", logical_ids(best.source, kernel.hook, grid, consts))]
+        domains = slot_domains(int(panels[0][1].size), rec.hardware)
+        names.append(plots.plot_tile_map(panels, domains, grid, rec.hardware.num_domains,
+                                         run.path / "tiles.png").name)
+    return names
+
+
+def _row(a: Attempt) -> str:
+    failure = a.failure
+    hit = f"{a.report.hit_pct:.2f}" if a.report else ""
+    verdict = "ok" if a.accepted else f"rejected ({failure.stage}): {failure.detail}" if failure else "incomplete"
+    verdict = verdict.replace("|", "\\|").replace("\n", " ")
+    return f"| {a.iteration} | {a.origin} | `{a.family}` | {hit} | {a.seconds:.1f} | {verdict} |"
+
+
+def write_report(run: RunDir, history: History, pictures: list[str]) -> None:
+    rec = run.record
+    best = history.best()
+    baseline = history.baseline()
+    label = baseline.report.label if baseline and baseline.report else ""
+    out = [f"# swizzleperf run {rec.run_id}", "",
+           f"- kernel: `{rec.kernel.path}` (size `{rec.size}`)",
+           f"- hardware: {rec.hardware.name} ({rec.hardware_reason}); {rec.hardware.describe()}",
+           f"- profiler: {rec.profiler} ({rec.profiler_reason}); hit rates are {label}",
+           f"- proposer: {rec.proposer}, seed {rec.seed}; status: {rec.status} ({rec.status_detail})",
+           f"- ranking: {rec.ranking_rule}", ""]
+    if baseline and baseline.report and best and best.report:
+        out += [f"**Best: `{best.family}` (iteration {best.iteration}) — L2 hit {best.report.hit_pct:.2f}% vs "
+                f"baseline {baseline.report.hit_pct:.2f}%, ceiling {rec.ceiling_pct:.2f}%** "
+                f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points; "
+                f"{(rec.ceiling_pct or 0) - best.report.hit_pct:.2f} points of headroom left).", ""]
+        if best.report.per_domain:
+            out += ["| die | accesses | hit % (baseline) | hit % (best) | unique lines (baseline) | unique lines (best) |",
+                    "|---|---|---|---|---|---|"]
+            for b, d in zip(baseline.report.per_domain, best.report.per_domain):
+                out.append(f"| {d.domain} | {d.accesses} | {b.hit_pct:.2f} | {d.hit_pct:.2f} | "
+                           f"{b.unique_lines} | {d.unique_lines} |")
+            out.append("")
+    if rec.usage.calls:
+        out += [f"LLM usage: {rec.usage.calls} calls, {rec.usage.prompt_tokens} prompt + "
+                f"{rec.usage.completion_tokens} completion tokens" +
+                (f", ${rec.usage.cost_usd:.4f}" if rec.usage.cost_usd is not None else ""), ""]
+    out += [f"![{name}]({name})" for name in pictures] + [""]
+    out += ["| # | origin | family | L2 hit % | seconds | verdict |", "|---|---|---|---|---|---|"]
+    out += [_row(a) for a in history.attempts]
+    if best is not None:
+        out += ["", "## Best remap", "", "```python", best.source.rstrip(), "```", "",
+                "Files: `best/remap.py` (the remap alone, importable) and "
+                f"`best/{rec.kernel.path.split('/')[-1]}` (the kernel with it applied)."]
+    (run.path / "report.md").write_text("\n".join(out) + "\n")
+
+
+def write_all(run: RunDir, kernel: KernelFile, history: History) -> None:
+    best = history.best()
+    if best is not None:
+        write_best(run, kernel, best)
+    write_report(run, history, write_pictures(run, kernel, history, best))

@@ -1,0 +1,293 @@
+"""The `swizzleperf` command line: hw, check, profile, optimize, runs.
+
+Expected failures (SwizzlePerfError) become one red line and exit code 2; set
+SWIZZLEPERF_DEBUG=1 or pass --debug to see the traceback instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.syntax import Syntax
+
+from swizzleperf import __version__, hardware
+from swizzleperf.errors import ContractError, SwizzlePerfError
+from swizzleperf.kernel import KernelFile, load_kernel
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Find program-id remaps (swizzles) that raise the L2 hit rate of Triton kernels.")
+runs_app = typer.Typer(no_args_is_help=True, help="Inspect run directories under runs/.")
+app.add_typer(runs_app, name="runs")
+console = Console()
+_state = {"debug": os.environ.get("SWIZZLEPERF_DEBUG", "") not in ("", "0")}
+
+HardwareOpt = typer.Option(None, "--hardware", "-H", help="preset name (see `swizzleperf hw`) or a .yaml/.json spec; "
+                                                          "default: the local GPU, else mi300x")
+RunsDirOpt = typer.Option(Path("runs"), "--runs-dir", help="where run directories live")
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks instead of one-line errors"),
+          version: bool = typer.Option(False, "--version", help="print the version and exit")) -> None:
+    if version:
+        console.print(f"swizzleperf {__version__}")
+        raise typer.Exit()
+    _state["debug"] = _state["debug"] or debug
+
+
+def _remap_from_file(path: Path, kernel: KernelFile) -> str:
+    """The hook-named function from a file (a bare remap, or a whole kernel file)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ContractError(f"cannot read remap file {path}: {exc.strerror}") from exc
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text  # let the static check report the syntax error with its line
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == kernel.hook.name:
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            return "".join(text.splitlines(keepends=True)[start - 1:node.end_lineno])
+    return text
+
+
+# --- hw --------------------------------------------------------------------------------------
+
+@app.command()
+def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec in full (preset or file)"),
+       as_json: bool = typer.Option(False, "--json", help="print JSON (a valid spec file)")) -> None:
+    """List hardware presets and the detected local GPU."""
+    from swizzleperf.render import spec_table
+    if show is not None:
+        spec, why = hardware.resolve(show)
+        if as_json:
+            print(spec.model_dump_json(indent=2))
+            return
+        console.print(spec_table([(spec.name, spec)]))
+        console.print(f"{spec.describe()}\nsource: {spec.source}\n({why})")
+        return
+    detected = hardware.detect()
+    rows = [(name, spec) for name, spec in hardware.PRESETS.items()]
+    if detected is not None:
+        rows.insert(0, (f"{detected.name} (detected)", detected))
+    if as_json:
+        print(json.dumps({label: s.model_dump(mode="json") for label, s in rows}, indent=2))
+        return
+    console.print(spec_table(rows))
+    if detected is None:
+        console.print(f"No GPU detected: commands default to the [bold]{hardware.DEFAULT_PRESET}[/] preset.")
+
+
+# --- check -----------------------------------------------------------------------------------
+
+@app.command()
+def check(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
+          remap: Optional[Path] = typer.Option(None, "--remap", help="file with a remap to check instead of the kernel's own"),
+          hw_name: Optional[str] = HardwareOpt,
+          seeds: int = typer.Option(2, "--seeds", help="random inputs per size for the correctness check")) -> None:
+    """Check a kernel against the contract and a remap (static, bijectivity, correctness)."""
+    from swizzleperf.evaluate import CandidateEvaluator
+    from swizzleperf.proposers.base import Proposal
+
+    kernel = load_kernel(kernel_path)
+    spec, why = hardware.resolve(hw_name)
+    console.print(f"[green]✓[/] contract: {kernel.path.name} hook [bold]{kernel.hook.render()}[/], "
+                  f"sizes {', '.join(kernel.sizes)} (default {kernel.default_size})")
+    console.print(f"  hardware {spec.name} ({why})")
+    source = _remap_from_file(remap, kernel) if remap else kernel.hook_source
+    evaluator = CandidateEvaluator(kernel, spec, profiler=None, size=kernel.default_size,
+                                   correctness_seeds=tuple(range(seeds)))
+    proposal = Proposal(source=source, family=remap.name if remap else "original hook", origin="baseline")
+    with console.status("checking") as status:
+        attempt = evaluator.evaluate(proposal, 0, lambda stage: status.update(f"checking: {stage}"))
+    for stage in attempt.stages:
+        mark = "[green]✓[/]" if stage.ok else "[red]✗[/]"
+        console.print(f"{mark} {stage.stage}: {stage.detail} [dim]({stage.seconds:.1f} s)[/]")
+    if attempt.failure is not None:
+        console.print(f"[red]REJECTED[/] at {attempt.failure.stage}")
+        raise typer.Exit(1)
+    console.print("[green]OK[/]: the remap is safe to use with this kernel")
+
+
+# --- profile ---------------------------------------------------------------------------------
+
+def _capture_progress(progress: Progress):
+    task = {"id": None}
+
+    def update(done: int, total: int) -> None:
+        if task["id"] is None:
+            task["id"] = progress.add_task("capturing memory trace (Triton interpreter)", total=total)
+        progress.update(task["id"], completed=done, total=total)
+    return update
+
+
+def _progress() -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+@app.command()
+def profile(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
+            remap: Optional[Path] = typer.Option(None, "--remap", help="file with the remap to profile"),
+            hw_name: Optional[str] = HardwareOpt,
+            size: Optional[str] = typer.Option(None, "--size", help="named size (default: the kernel's)"),
+            profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
+            json_out: Optional[Path] = typer.Option(None, "--json", help="also write the report(s) as JSON here"),
+            picture: Optional[Path] = typer.Option(None, "--picture", help="write the tile-to-die PNG here")) -> None:
+    """Profile the kernel's own remap, and a candidate beside it with --remap."""
+    from swizzleperf.profilers.select import select_profiler
+    from swizzleperf.render import report_table
+
+    kernel = load_kernel(kernel_path)
+    size = size or kernel.default_size
+    kernel.size(size)
+    spec, why = hardware.resolve(hw_name)
+    with _progress() as progress:
+        prof, prof_why = select_profiler(profiler_name, spec, progress=_capture_progress(progress))
+        console.print(f"hardware {spec.name} ({why}); profiler {prof.name} ({prof_why})")
+        progress.add_task("profiling the original remap", total=None)
+        baseline = prof.profile(kernel, kernel.hook_source, size)
+        candidate = None
+        if remap is not None:
+            source = _remap_from_file(remap, kernel)
+            _validate_or_exit(kernel, spec, source)
+            candidate = prof.profile(kernel, source, size)
+    console.print(report_table(baseline))
+    if candidate is not None:
+        console.print(report_table(candidate, baseline=baseline))
+        console.print(f"{remap}: L2 hit {candidate.hit_pct:.2f}% vs {baseline.hit_pct:.2f}% for the original "
+                      f"({candidate.hit_pct - baseline.hit_pct:+.2f} points, {candidate.label}); ceiling "
+                      f"{candidate.ceiling_pct:.2f}%" if candidate.ceiling_pct is not None else "")
+    if json_out is not None:
+        payload = {"original": baseline.model_dump(mode="json")}
+        if candidate is not None:
+            payload["candidate"] = candidate.model_dump(mode="json")
+        json_out.write_text(json.dumps(payload, indent=2) + "\n")
+        console.print(f"wrote {json_out}")
+    if picture is not None:
+        _write_tile_picture(kernel, spec, size, remap, picture)
+        console.print(f"wrote {picture}")
+
+
+def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: str) -> None:
+    """Static checks and bijectivity before a candidate is profiled (correctness: use `check`)."""
+    from swizzleperf import remap as remap_mod
+    from swizzleperf.evaluate import hook_constants
+    remap_mod.static_check(source, kernel.hook)
+    grids = remap_mod.bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
+    result = remap_mod.check_bijective(source, kernel.hook, grids, hook_constants(kernel, spec))
+    if not result.ok:
+        console.print(f"[red]✗ bijectivity[/]: {result.message}")
+        raise typer.Exit(1)
+
+
+def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None, path: Path) -> None:
+    from swizzleperf.evaluate import hook_constants
+    from swizzleperf.plots import plot_tile_map
+    from swizzleperf.remap import logical_ids
+    from swizzleperf.sim.dispatch import slot_domains
+    grid, consts = kernel.grid(size), hook_constants(kernel, spec)
+    panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts))]
+    if remap is not None:
+        panels.append((remap.name, logical_ids(_remap_from_file(remap, kernel), kernel.hook, grid, consts)))
+    plot_tile_map(panels, slot_domains(int(panels[0][1].size), spec), grid, spec.num_domains, path)
+
+
+# --- optimize --------------------------------------------------------------------------------
+
+@app.command()
+def optimize(kernel_path: Optional[Path] = typer.Argument(None, metavar="KERNEL"),
+             hw_name: Optional[str] = HardwareOpt,
+             profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
+             proposer_name: str = typer.Option("search", "--proposer", help="search | llm | hybrid"),
+             iterations: int = typer.Option(24, "--iterations", "-n", min=1, help="attempts after the baseline"),
+             patience: int = typer.Option(10, "--patience", min=1, help="stop after this many attempts without improvement"),
+             size: Optional[str] = typer.Option(None, "--size", help="named size to optimise for"),
+             seed: int = typer.Option(0, "--seed", help="makes the search deterministic"),
+             model: Optional[str] = typer.Option(None, "--model", help="LLM as provider/name, e.g. openai/gpt-4o"),
+             api_base: Optional[str] = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --model"),
+             llm_mode: str = typer.Option("aware", "--llm-context", help="aware | unaware | overload (paper baselines)"),
+             write: bool = typer.Option(False, "--write", help="write the best remap into KERNEL itself"),
+             resume: Optional[str] = typer.Option(None, "--resume", help="continue a run (path, name or 'latest')"),
+             runs_dir: Path = RunsDirOpt) -> None:
+    """Search for a remap that raises the kernel's L2 hit rate; writes a run directory."""
+    from swizzleperf.session import OptimizeRequest, run_optimize
+    request = OptimizeRequest(kernel_path=kernel_path, hardware=hw_name, profiler=profiler_name,
+                              proposer=proposer_name, iterations=iterations, patience=patience, size=size,
+                              seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, write=write,
+                              resume=resume, runs_dir=runs_dir)
+    run_optimize(request, console)
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+@runs_app.command("list")
+def runs_list(runs_dir: Path = RunsDirOpt) -> None:
+    """One line per run: kernel, hardware, status, baseline -> best (ceiling)."""
+    from rich.table import Table
+
+    from swizzleperf.runs import RunDir, list_runs
+    table = Table(title=f"Runs in {runs_dir}", title_justify="left")
+    for col in ("run", "kernel", "size", "hardware", "profiler", "proposer", "status", "baseline %", "best %", "ceiling %"):
+        table.add_column(col)
+    for path in list_runs(runs_dir):
+        try:
+            r = RunDir.open(path).record
+        except SwizzlePerfError as exc:
+            table.add_row(path.name, f"[red]{exc}[/]")
+            continue
+        fmt = lambda v: f"{v:.2f}" if v is not None else ""  # noqa: E731
+        table.add_row(r.run_id, r.kernel.name, r.size, r.hardware.name, r.profiler, r.proposer, r.status,
+                      fmt(r.baseline_hit_pct), fmt(r.best.hit_pct if r.best else None), fmt(r.ceiling_pct))
+    console.print(table)
+
+
+@runs_app.command("show")
+def runs_show(run_ref: str = typer.Argument("latest", metavar="RUN"), runs_dir: Path = RunsDirOpt) -> None:
+    """The run's settings and its attempts table."""
+    from swizzleperf.render import attempts_table
+    from swizzleperf.runs import RunDir, find_run
+    run = RunDir.open(find_run(run_ref, runs_dir))
+    r = run.record
+    console.print(f"[bold]{r.run_id}[/] {r.status} ({r.status_detail})\n  kernel {r.kernel.path} size {r.size}\n"
+                  f"  hardware {r.hardware.name}; profiler {r.profiler}; proposer {r.proposer} seed {r.seed}\n"
+                  f"  ranking: {r.ranking_rule}")
+    console.print(attempts_table(run.load_history(), "Attempts"))
+    console.print(f"report: {run.path / 'report.md'}")
+
+
+@runs_app.command("diff")
+def runs_diff(run_ref: str = typer.Argument("latest", metavar="RUN"),
+              attempt: Optional[int] = typer.Argument(None, help="iteration (default: the best)"),
+              runs_dir: Path = RunsDirOpt) -> None:
+    """The unified diff of an attempt's kernel against the original."""
+    from swizzleperf.errors import RunError
+    from swizzleperf.runs import RunDir, find_run
+    history = RunDir.open(find_run(run_ref, runs_dir)).load_history()
+    chosen = history.best() if attempt is None else next((a for a in history.attempts if a.iteration == attempt), None)
+    if chosen is None:
+        raise RunError(f"no attempt {attempt} in that run" if attempt is not None else "that run has no accepted attempt")
+    console.print(f"iteration {chosen.iteration}: {chosen.family} ({chosen.verdict})")
+    console.print(Syntax(chosen.diff or "(no diff: the original remap)", "diff", theme="ansi_dark"))
+
+
+def main() -> None:
+    try:
+        app()
+    except SwizzlePerfError as exc:
+        if _state["debug"]:
+            raise
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        sys.exit(130)

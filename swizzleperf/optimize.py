@@ -1,0 +1,145 @@
+"""The optimization loop: propose -> validate -> profile -> record, until done.
+
+The loop only knows the protocols (Proposer, Profiler) and the evaluator; everything a run
+needs to continue after a kill is on disk in its run directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from swizzleperf import artifacts
+from swizzleperf.errors import RunError, SwizzlePerfError
+from swizzleperf.evaluate import CandidateEvaluator
+from swizzleperf.hardware import HardwareSpec
+from swizzleperf.history import RANKING_RULE, Attempt, History, Stage
+from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.profilers.base import Profiler
+from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer
+from swizzleperf.remap import normalise
+from swizzleperf.runs import BestRef, KernelRef, RunDir
+
+
+@dataclass
+class LoopSettings:
+    iterations: int = 24
+    patience: int = 10  # stop after this many attempts without a better hit rate
+    seed: int = 0
+
+
+class Observer:
+    """What the loop tells the outside world; the CLI renders it with rich."""
+
+    def stage(self, iteration: int, proposal: Proposal, stage: Stage) -> None: ...
+    def proposing(self, iteration: int) -> None: ...
+    def attempt(self, attempt: Attempt, history: History) -> None: ...
+    def stopped(self, reason: str) -> None: ...
+
+
+def start_run(root: Path, kernel: KernelFile, size: str, hw: HardwareSpec, hw_reason: str,
+              profiler: Profiler, profiler_reason: str, proposer: Proposer, proposer_options: dict,
+              settings: LoopSettings) -> RunDir:
+    return RunDir.create(root, dict(
+        kernel=KernelRef(path=str(kernel.path), name=kernel.name, sha256=kernel.sha256), size=size,
+        hardware=hw, hardware_reason=hw_reason, profiler=profiler.name, profiler_reason=profiler_reason,
+        proposer=proposer.name, proposer_options=proposer_options, seed=settings.seed,
+        iterations=settings.iterations, patience=settings.patience, ranking_rule=RANKING_RULE))
+
+
+def reopen_kernel(run: RunDir) -> KernelFile:
+    """The run's kernel, refusing to continue if the file changed since the run started."""
+    kernel = load_kernel(run.record.kernel.path)
+    if kernel.sha256 != run.record.kernel.sha256:
+        raise RunError(f"{kernel.path} changed since run {run.record.run_id} started; start a new run instead "
+                       f"of resuming (resuming would mix results of two different kernels)")
+    return kernel
+
+
+def baseline_proposal(kernel: KernelFile) -> Proposal:
+    return Proposal(source=kernel.hook_source, family="identity (original hook)", origin="baseline",
+                    rationale="the kernel's own remap, profiled first as the baseline")
+
+
+def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: CandidateEvaluator,
+             history: History, observer: Observer, should_stop: Callable[[], bool] = lambda: False) -> History:
+    """Continue `run` from its history until the iteration budget, patience or the proposer runs out."""
+    record = run.record
+    if not history.attempts:
+        _record(run, history, evaluator.evaluate(baseline_proposal(kernel), 0,
+                                                 lambda s: observer.stage(0, baseline_proposal(kernel), s)), observer)
+        if history.baseline() is None:
+            failure = history.attempts[0].failure
+            raise RunError(f"the kernel's own remap failed {failure.stage if failure else 'profiling'}: "
+                           f"{failure.detail if failure else ''} -- fix the kernel before optimizing it")
+    reason = f"reached {record.iterations} iterations"
+    while len(history) <= record.iterations:
+        if should_stop():
+            reason = "stopped by the user"
+            break
+        since_best = _attempts_since_best(history)
+        if since_best >= record.patience:
+            reason = f"no better hit rate in the last {since_best} attempts (patience {record.patience})"
+            break
+        iteration = len(history)
+        observer.proposing(iteration)
+        context = ProposalContext(
+            kernel=kernel, hardware=record.hardware, baseline=history.baseline().report,
+            history=history.views(), every_attempt=tuple(history.all_views()), iteration=iteration,
+            seen_sources=frozenset(_normalised(a.source) for a in history.attempts))
+        try:
+            proposal = proposer.propose(context)
+        except SwizzlePerfError as exc:
+            proposal = Proposal(source="", family="(proposer failed)", origin=_origin(proposer),
+                                extraction_error=f"the proposer failed: {exc}")
+        if proposal is None:
+            reason = f"the {proposer.name} proposer has nothing new to try"
+            break
+        attempt = evaluator.evaluate(proposal, iteration, lambda s: observer.stage(iteration, proposal, s))
+        _record(run, history, attempt, observer)
+    observer.stopped(reason)
+    record.status, record.status_detail = "finished", reason
+    run.save()
+    return history
+
+
+def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer) -> None:
+    """Append to disk first: what is on disk is what survives a kill."""
+    run.append_attempt(attempt)
+    history.append(attempt)
+    record = run.record
+    baseline = history.baseline()
+    if baseline is not None and baseline.report is not None:
+        record.baseline_hit_pct = baseline.report.hit_pct
+        record.ceiling_pct = baseline.report.ceiling_pct
+    best = history.best()
+    if best is not None and best.report is not None:
+        record.best = BestRef(iteration=best.iteration, family=best.family, hit_pct=best.report.hit_pct,
+                              source=best.report.source)
+    if attempt.usage is not None:
+        record.usage = record.usage + attempt.usage
+    run.save()
+    observer.attempt(attempt, history)
+
+
+def _attempts_since_best(history: History) -> int:
+    best = history.best()
+    return 0 if best is None else len(history) - 1 - best.iteration
+
+
+def _normalised(source: str) -> str:
+    try:
+        return normalise(source)
+    except SyntaxError:
+        return source
+
+
+def _origin(proposer: Proposer):
+    return "llm" if proposer.name in ("llm", "hybrid") else "search"
+
+
+def finish(run: RunDir, kernel: KernelFile, history: History) -> None:
+    """Write best/, report.md and the pictures."""
+    artifacts.write_all(run, kernel, history)
+

@@ -1,0 +1,60 @@
+"""The simulator as a profiler: capture the kernel's trace once, then replay it per remap.
+
+A remap never changes what a logical program accesses, only which launch slot (and so which
+die, and when) runs it. So a trace captured under the kernel's original hook is permuted, not
+re-captured: slot w runs logical program candidate(w), which was captured as the program the
+original hook mapped to that logical id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from swizzleperf.evaluate import hook_constants
+from swizzleperf.hardware import HardwareSpec
+from swizzleperf.kernel import KernelFile
+from swizzleperf.remap import logical_ids
+from swizzleperf.report import BottleneckReport
+from swizzleperf.sim.capture import capture_trace
+from swizzleperf.sim.engine import simulate
+from swizzleperf.sim.trace import Trace
+
+
+class SimProfiler:
+    name = "sim"
+
+    def __init__(self, hw: HardwareSpec, cache_dir: Path | None = None,
+                 progress: Callable[[int, int], None] | None = None):
+        self.hw = hw
+        self.cache_dir = cache_dir
+        self.progress = progress
+        self._traces: dict[tuple[str, str], Trace] = {}
+        self._captured_as: dict[tuple[str, str], np.ndarray] = {}
+
+    def trace(self, kernel: KernelFile, size: str) -> Trace:
+        key = (kernel.sha256, size)
+        if key not in self._traces:
+            self._traces[key] = capture_trace(kernel, size, line_bytes=self.hw.line_bytes,
+                                              cache_dir=self.cache_dir, progress=self.progress)
+        return self._traces[key]
+
+    def logical_of_slot(self, kernel: KernelFile, remap_source: str, size: str) -> np.ndarray:
+        """Per launch slot, the logical program (C-order linear index) the remap sends it."""
+        return logical_ids(remap_source, kernel.hook, kernel.grid(size), hook_constants(kernel, self.hw))
+
+    def program_for_slot(self, kernel: KernelFile, remap_source: str, size: str) -> np.ndarray:
+        key = (kernel.sha256, size)
+        if key not in self._captured_as:
+            original = self.logical_of_slot(kernel, kernel.hook_source, size)
+            captured = np.empty_like(original)
+            captured[original] = np.arange(original.size)  # logical id -> captured program index
+            self._captured_as[key] = captured
+        return self._captured_as[key][self.logical_of_slot(kernel, remap_source, size)]
+
+    def profile(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
+        trace = self.trace(kernel, size)
+        result = simulate(trace, self.program_for_slot(kernel, remap_source, size), self.hw)
+        return result.to_report(kernel.name, size, self.hw)

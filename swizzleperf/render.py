@@ -1,0 +1,84 @@
+"""Rich renderings shared by the CLI commands: reports, attempts, runs, specs."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from swizzleperf.hardware import HardwareSpec
+from swizzleperf.history import Attempt, History
+from swizzleperf.report import BottleneckReport
+
+MiB = 1024 * 1024
+
+
+def spec_table(specs: list[tuple[str, HardwareSpec]]) -> Table:
+    table = Table(title="Hardware", title_justify="left")
+    for col in ("name", "vendor", "L2 domains", "CUs/domain", "L2/domain", "line", "ways", "dispatch",
+                "resident/CU", "next level"):
+        table.add_column(col)
+    for label, s in specs:
+        dispatch = s.dispatch.policy + (f" (chunk {s.dispatch.chunk})" if s.dispatch.policy == "round_robin" else "")
+        nxt = f"{s.next_level} {s.next_level_bytes // MiB} MB" if s.next_level and s.next_level_bytes else (s.next_level or "")
+        table.add_row(label, s.vendor, str(s.num_domains), str(s.cus_per_domain), f"{s.l2_bytes_per_domain / MiB:g} MB",
+                      f"{s.line_bytes} B", str(s.l2_ways), dispatch, str(s.programs_per_cu), nxt)
+    return table
+
+
+def report_table(report: BottleneckReport, baseline: BottleneckReport | None = None) -> Table:
+    """Totals and per-die rows of one report, with the baseline beside it when given."""
+    title = (f"{report.kernel} [{report.size}] on {report.hardware}: L2 hit {report.hit_pct:.2f}% "
+             f"{report.label}" + (f", ceiling {report.ceiling_pct:.2f}%" if report.ceiling_pct is not None else ""))
+    table = Table(title=title, title_justify="left")
+    table.add_column("die", justify="right")
+    table.add_column("programs", justify="right")
+    table.add_column("accesses", justify="right")
+    table.add_column("hit %", justify="right")
+    if baseline is not None:
+        table.add_column("baseline hit %", justify="right")
+    table.add_column("unique lines", justify="right")
+    if baseline is not None:
+        table.add_column("baseline unique", justify="right")
+    base = {d.domain: d for d in baseline.per_domain} if baseline else {}
+    for d in report.per_domain:
+        row = [str(d.domain), str(d.programs or ""), f"{d.accesses:,}", f"{d.hit_pct:.2f}"]
+        if baseline is not None:
+            row.append(f"{base[d.domain].hit_pct:.2f}" if d.domain in base else "")
+        row.append(f"{d.unique_lines:,}" if d.unique_lines is not None else "")
+        if baseline is not None:
+            b = base.get(d.domain)
+            row.append(f"{b.unique_lines:,}" if b and b.unique_lines is not None else "")
+        table.add_row(*row)
+    total = ["all", "", f"{report.accesses:,}" if report.accesses else "", f"{report.hit_pct:.2f}"]
+    if baseline is not None:
+        total.append(f"{baseline.hit_pct:.2f}")
+    per_die_sum = sum(d.unique_lines or 0 for d in report.per_domain)
+    total.append(f"{per_die_sum:,} (sum) / {report.unique_lines:,} unique" if report.unique_lines else "")
+    if baseline is not None:
+        total.append(f"{sum(d.unique_lines or 0 for d in baseline.per_domain):,} (sum)")
+    table.add_row(*total, style="bold")
+    if report.bytes_from_next_level is not None:
+        table.caption = f"bytes from the next level: {report.bytes_from_next_level / MiB:,.1f} MiB; " + "; ".join(report.notes)
+    return table
+
+
+def verdict_text(attempt: Attempt) -> Text:
+    if attempt.accepted:
+        return Text("accepted", style="green")
+    failure = attempt.failure
+    if failure is None:
+        return Text("incomplete", style="yellow")
+    return Text(f"rejected at {failure.stage}: {failure.detail.splitlines()[0][:90]}", style="red")
+
+
+def attempts_table(history: History, title: str) -> Table:
+    best = history.best()
+    table = Table(title=title, title_justify="left")
+    for col, justify in (("#", "right"), ("origin", "left"), ("family", "left"), ("L2 hit %", "right"),
+                         ("s", "right"), ("verdict", "left")):
+        table.add_column(col, justify=justify)
+    for a in history.attempts:
+        hit = f"{a.report.hit_pct:.2f}" if a.report else ""
+        style = "bold" if best is not None and a.iteration == best.iteration else None
+        table.add_row(str(a.iteration), a.origin, a.family, hit, f"{a.seconds:.1f}", verdict_text(a), style=style)
+    return table

@@ -1,0 +1,185 @@
+"""`swizzleperf optimize`: assemble hardware, profiler, proposer and run directory, then loop.
+
+Kept apart from the loop itself (optimize.py) so the loop stays free of CLI concerns: this is
+where settings are resolved, progress is rendered and the user's kernel is (only with --write)
+rewritten.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from swizzleperf import hardware
+from swizzleperf.errors import ContractError, RunError
+from swizzleperf.evaluate import CandidateEvaluator
+from swizzleperf.history import Attempt, History, Stage
+from swizzleperf.kernel import load_kernel
+from swizzleperf.optimize import LoopSettings, Observer, finish, reopen_kernel, run_loop, start_run
+from swizzleperf.profilers.select import select_profiler
+from swizzleperf.proposers.base import Proposal, Proposer
+from swizzleperf.proposers.search import SearchProposer
+from swizzleperf.render import attempts_table
+from swizzleperf.runs import RunDir, find_run
+
+
+@dataclass
+class OptimizeRequest:
+    kernel_path: Path | None
+    hardware: str | None
+    profiler: str
+    proposer: str
+    iterations: int
+    patience: int
+    size: str | None
+    seed: int
+    model: str | None
+    api_base: str | None
+    llm_mode: str
+    write: bool
+    resume: str | None
+    runs_dir: Path
+
+
+def make_proposer(name: str, seed: int, model: str | None, api_base: str | None, llm_mode: str) -> Proposer:
+    if name == "search":
+        return SearchProposer(seed=seed)
+    if name in ("llm", "hybrid"):
+        from swizzleperf.proposers.llm import make_llm_proposer
+        return make_llm_proposer(name, model=model, api_base=api_base, mode=llm_mode, seed=seed)
+    raise RunError(f"unknown proposer '{name}': use search, llm or hybrid")
+
+
+class ConsoleObserver(Observer):
+    """One line per finished attempt, a live status line for the one in flight."""
+
+    def __init__(self, console: Console, progress: Progress):
+        self.console = console
+        self.progress = progress
+        self.task: TaskID = progress.add_task("starting", total=None)
+
+    def proposing(self, iteration: int) -> None:
+        self.progress.update(self.task, description=f"#{iteration} asking the proposer")
+
+    def stage(self, iteration: int, proposal: Proposal, stage: Stage) -> None:
+        self.progress.update(self.task, description=f"#{iteration} {proposal.family}: {stage}")
+
+    def attempt(self, attempt: Attempt, history: History) -> None:
+        baseline = history.baseline()
+        if attempt.accepted and attempt.report is not None:
+            r = attempt.report
+            base = f" (baseline {baseline.report.hit_pct:.2f}%" if baseline and baseline.report else " ("
+            best = history.best()
+            star = " [bold yellow]★ best[/]" if best is not None and best.iteration == attempt.iteration else ""
+            self.console.print(
+                f"[green]✓[/] #{attempt.iteration:<3} {attempt.family:<38} L2 hit [bold]{r.hit_pct:6.2f}%[/]"
+                f"{base}, ceiling {r.ceiling_pct:.2f}%){star} [dim]{attempt.seconds:.1f}s[/]", highlight=False)
+        else:
+            failure = attempt.failure
+            why = f"{failure.stage}: {failure.detail.splitlines()[0][:100]}" if failure else "incomplete"
+            self.console.print(f"[red]✗[/] #{attempt.iteration:<3} {attempt.family:<38} rejected at {why}",
+                               highlight=False)
+
+    def stopped(self, reason: str) -> None:
+        self.progress.update(self.task, description=f"stopped: {reason}")
+
+
+def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                        console=console, transient=True)
+    capture_task: dict[str, TaskID] = {}
+
+    def on_capture(done: int, total: int) -> None:
+        if "id" not in capture_task:
+            capture_task["id"] = progress.add_task("capturing the memory trace (Triton interpreter)", total=total)
+        progress.update(capture_task["id"], completed=done, total=total)
+
+    if request.resume:
+        run = RunDir.open(find_run(request.resume, request.runs_dir))
+        kernel = reopen_kernel(run)
+        rec = run.record
+        spec = rec.hardware
+        profiler, _ = select_profiler(rec.profiler, spec, progress=on_capture)
+        proposer = make_proposer(rec.proposer, rec.seed, rec.proposer_options.get("model"),
+                                 rec.proposer_options.get("api_base"), rec.proposer_options.get("mode", "aware"))
+        rec.status, rec.status_detail = "running", f"resumed with {len(run.load_history())} attempts on disk"
+        run.save()
+        console.print(f"resuming [bold]{rec.run_id}[/]: {rec.status_detail}")
+    else:
+        if request.kernel_path is None:
+            raise ContractError("give a kernel file (e.g. kernels/softmax.py) or --resume RUN")
+        kernel = load_kernel(request.kernel_path)
+        size = request.size or kernel.default_size
+        kernel.size(size)
+        spec, hw_why = hardware.resolve(request.hardware)
+        profiler, prof_why = select_profiler(request.profiler, spec, progress=on_capture)
+        proposer = make_proposer(request.proposer, request.seed, request.model, request.api_base, request.llm_mode)
+        options = {"model": request.model, "api_base": request.api_base, "mode": request.llm_mode} \
+            if request.proposer != "search" else {}
+        run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
+                        LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed))
+        console.print(f"[bold]swizzleperf optimize[/] {kernel.path.name} [{size}] on {spec.name} ({hw_why})\n"
+                      f"  profiler {profiler.name} ({prof_why}); proposer {proposer.name}; run {run.path}")
+    rec = run.record
+    evaluator = CandidateEvaluator(kernel, rec.hardware, profiler, rec.size)
+    history = run.load_history()
+
+    stop = {"now": False}
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum, frame):  # finish the attempt in flight, then stop cleanly
+        if stop["now"]:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        stop["now"] = True
+        console.print("[yellow]stopping after the current attempt (Ctrl-C again to abort)[/]")
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        with progress:
+            run_loop(run, kernel, proposer, evaluator, history, ConsoleObserver(console, progress),
+                     should_stop=lambda: stop["now"])
+    except BaseException as exc:
+        rec.status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        rec.status_detail = f"{type(exc).__name__}: {exc}"
+        run.save()
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    finish(run, kernel, history)
+    _summarise(console, run, history)
+    if request.write:
+        _write_kernel(console, run, kernel)
+    return run
+
+
+def _summarise(console: Console, run: RunDir, history: History) -> None:
+    rec = run.record
+    console.print(attempts_table(history, f"{rec.kernel.name} [{rec.size}] on {rec.hardware.name}: "
+                                          f"{len(history)} attempts ({rec.status_detail})"))
+    best, baseline = history.best(), history.baseline()
+    if best and baseline and best.report and baseline.report:
+        label = best.report.label
+        console.print(
+            f"[bold]L2 hit rate, {label}[/]: baseline {baseline.report.hit_pct:.2f}% -> best "
+            f"[bold green]{best.report.hit_pct:.2f}%[/] ({best.family}, iteration {best.iteration}); "
+            f"ceiling {rec.ceiling_pct:.2f}%", highlight=False)
+    if rec.usage.calls:
+        console.print(f"LLM: {rec.usage.calls} calls, {rec.usage.prompt_tokens} prompt + "
+                      f"{rec.usage.completion_tokens} completion tokens")
+    console.print(f"run: {run.path}  (report.md, best/remap.py, attempts.jsonl)")
+
+
+def _write_kernel(console: Console, run: RunDir, kernel) -> None:
+    best = run.best_dir / kernel.path.name
+    history = run.load_history()
+    if history.best() is None or history.best().origin == "baseline" or not best.exists():
+        console.print("--write: the original remap is still the best; the kernel file is unchanged")
+        return
+    kernel.path.write_text(best.read_text())
+    console.print(f"--write: wrote the best remap into {kernel.path}")
