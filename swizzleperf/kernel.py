@@ -155,6 +155,9 @@ def parse_hook(path: Path, tree: ast.Module, hook_name: str) -> tuple[HookSignat
     if len(plain) < 2 or [a.arg for a in args[:len(plain)]] != plain:
         raise _contract_error(path, f"the remap hook must take (pid, grid extents..., CONSTEXPRS...); "
                                     f"got {hook_name}({', '.join(a.arg for a in args)})")
+    if len(constexprs) != 1:
+        raise _contract_error(path, f"the remap hook must end with exactly one constexpr, the die count "
+                                    f"(e.g. NUM_XCDS: tl.constexpr); got {len(constexprs)}")
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
              and n.func.id == hook_name]
     if not calls:

@@ -1,0 +1,78 @@
+"""Hardware specs: presets, spec files and their errors."""
+
+import json
+
+import pytest
+
+from swizzleperf import hardware
+from swizzleperf.errors import HardwareSpecError
+from swizzleperf.hardware import PRESETS, HardwareSpec
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_validates_and_round_trips(name):
+    spec = PRESETS[name]
+    again = HardwareSpec.model_validate_json(spec.model_dump_json())
+    assert again == spec
+    assert spec.num_sets * spec.line_bytes * spec.l2_ways == spec.l2_bytes_per_domain
+    assert spec.source, "every preset says where its numbers come from"
+
+
+def test_mi300x_matches_the_published_layout():
+    mi300x = PRESETS["mi300x"]
+    assert (mi300x.num_domains, mi300x.cus_per_domain, mi300x.l2_bytes_per_domain) == (8, 38, 4 * 2**20)
+    assert mi300x.dispatch.policy == "round_robin" and mi300x.dispatch.chunk == 1
+    assert mi300x.num_sets == 2048
+    assert PRESETS["mi355x"].cus_per_domain == 32
+    assert PRESETS["h100"].num_domains == 1 and PRESETS["h100"].dispatch.policy == "in_order"
+
+
+def test_spec_file_with_base_and_overrides(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("base: mi300x\nname: mi300x-xor\nset_index: xor_fold\nprograms_per_cu: 4\n")
+    spec, why = hardware.resolve(str(path))
+    assert spec.name == "mi300x-xor" and spec.set_index == "xor_fold" and spec.programs_per_cu == 4
+    assert spec.num_domains == 8 and "spec file" in why
+
+
+def test_full_json_spec_file(tmp_path):
+    path = tmp_path / "h.json"
+    path.write_text(PRESETS["h100"].model_dump_json())
+    assert hardware.resolve(str(path))[0] == PRESETS["h100"]
+
+
+@pytest.mark.parametrize("text, field", [
+    ("base: mi300x\nnum_domains: 0\n", "num_domains"),
+    ("base: mi300x\nl2_ways: many\n", "l2_ways"),
+    ("base: mi300x\nline_bytes: 100\n", "line_bytes must be a power of two"),
+    ("base: mi300x\nl2_bytes_per_domain: 1000000\n", "whole number of sets"),
+    ("base: mi300x\ncolour: blue\n", "colour"),
+    ("base: mi300x\ndispatch: {policy: sideways}\n", "dispatch.policy"),
+    ("base: mi999\n", "base 'mi999' is not a preset"),
+    ("- just\n- a list\n", "must hold a mapping"),
+    ("name: [unclosed\n", "not valid YAML"),
+])
+def test_malformed_spec_is_rejected_naming_the_field(tmp_path, text, field):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(HardwareSpecError) as err:
+        hardware.resolve(str(path))
+    assert field in str(err.value)
+
+
+def test_unknown_name_and_missing_file():
+    with pytest.raises(HardwareSpecError, match="unknown hardware 'mi3000'.*mi300x"):
+        hardware.resolve("mi3000")
+    with pytest.raises(HardwareSpecError, match="does not exist"):
+        hardware.resolve("/nonexistent/spec.yaml")
+
+
+def test_default_without_gpu_is_mi300x():
+    spec, why = hardware.resolve(None)
+    assert spec.name == "mi300x" and "no GPU detected" in why
+
+
+def test_describe_is_the_methods_hardware_sentence():
+    text = PRESETS["mi300x"].describe()
+    assert "8 L2 domains" in text and "38 CUs" in text and "4 MB L2" in text and "round-robin" in text
+    assert "one 50 MB L2" in PRESETS["h100"].describe()
