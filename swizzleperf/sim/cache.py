@@ -1,0 +1,184 @@
+"""The per-die L2 model: a set-associative, true-LRU, write-allocate cache in numba.
+
+The simulator replays tens of millions of line accesses per candidate remap, so one access must
+cost a few dozen instructions and touch little memory. State per set:
+
+- `ways` tags, each the full line address (-1 = empty). Storing the whole line keeps the tag
+  correct for any set-index function.
+- for up to 16 ways, the recency order packed as 4-bit way numbers in one 64-bit word: nibble 0
+  is the most recently used way, nibble `ways-1` the victim. A hit moves its way's nibble to the
+  front; a miss refills the victim's way and moves it to the front. Empty ways start at the back
+  of the order, so a set fills up before it evicts anything.
+- above 16 ways (no room for the order in one word) the tags themselves are kept in recency
+  order and a hit moves its tag to the front. Same results, more data moved per access.
+
+Stores are accesses like loads (write-allocate; write-back traffic is not modelled). The set
+index function is pluggable (`SET_INDEX`): MI300X's hash is unpublished, so the simulator can
+show how much a prediction depends on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from swizzleperf.hardware import HardwareSpec
+
+# --- set-index functions -----------------------------------------------------------------------
+MODULO = 0  # set = line % num_sets: the textbook index, any set count
+XOR_FOLD = 1  # set = XOR of the line address cut into log2(num_sets)-bit pieces (power-of-two sets)
+SET_INDEX = {"modulo": MODULO, "xor_fold": XOR_FOLD}
+
+PACKED_MAX_WAYS = 16  # 16 nibbles fill one 64-bit recency word
+_NIBBLE = np.int64(15)
+
+
+@numba.njit(cache=True, nogil=True)
+def set_of(line, scheme, num_sets, set_bits):
+    """The set `line` maps to. `set_bits` is log2(num_sets) for power-of-two counts, else -1."""
+    if num_sets == 1:
+        return 0
+    if scheme == XOR_FOLD:
+        mask = num_sets - 1
+        folded = 0
+        while line:
+            folded ^= line & mask
+            line >>= set_bits
+        return folded
+    if set_bits >= 0:
+        return line & (num_sets - 1)
+    return line % num_sets
+
+
+@numba.njit(cache=True, nogil=True)
+def _access_packed(tags, recency, s, line, ways):
+    """One access to set `s`, recency order packed in `recency[s]`; True on a hit."""
+    order = recency[s]
+    way = -1
+    for w in range(ways):
+        if tags[s, w] == line:
+            way = w
+            break
+    hit = way >= 0
+    if hit:
+        pos = 0
+        while ((order >> (4 * pos)) & _NIBBLE) != way:
+            pos += 1
+    else:
+        pos = ways - 1
+        way = (order >> (4 * pos)) & _NIBBLE
+        tags[s, way] = line
+    # nibbles below `pos` move up by one, `way` goes to nibble 0, nibbles above `pos` stay
+    below = order & ((np.int64(1) << (4 * pos)) - 1)
+    above = order & ((np.int64(-1) << (4 * pos)) << 4)  # two shifts: 4 * (pos + 1) may be 64
+    recency[s] = above | (below << 4) | way
+    return hit
+
+
+@numba.njit(cache=True, nogil=True)
+def _access_ordered(tags, s, line, ways):
+    """One access to set `s` whose tags are kept most-recent first; True on a hit."""
+    pos = ways - 1
+    hit = False
+    for w in range(ways):
+        if tags[s, w] == line:
+            pos = w
+            hit = True
+            break
+    for w in range(pos, 0, -1):
+        tags[s, w] = tags[s, w - 1]
+    tags[s, 0] = line
+    return hit
+
+
+@numba.njit(cache=True, nogil=True)
+def access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits, ways, hit_flags):
+    """Replay `lines[start:stop]` in order; returns the hit count.
+
+    `hit_flags` is bool[len(lines)] to record each access's outcome, or empty to skip that.
+    The packed-or-ordered choice is made once per range, not per access: inside the loop
+    it halves the speed.
+    """
+    record = hit_flags.shape[0] > 0
+    hits = 0
+    if ways <= PACKED_MAX_WAYS:
+        for k in range(start, stop):
+            hit = _access_packed(tags, recency, set_of(lines[k], scheme, num_sets, set_bits), lines[k], ways)
+            hits += hit
+            if record:
+                hit_flags[k] = hit
+    else:
+        for k in range(start, stop):
+            hit = _access_ordered(tags, set_of(lines[k], scheme, num_sets, set_bits), lines[k], ways)
+            hits += hit
+            if record:
+                hit_flags[k] = hit
+    return hits
+
+
+# --- the Python face ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CacheGeometry:
+    """One domain's L2 as the model sees it."""
+
+    num_sets: int
+    ways: int
+    set_index: str = "modulo"
+
+    def __post_init__(self) -> None:
+        if self.num_sets < 1 or self.ways < 1:
+            raise ValueError(f"a cache needs at least one set and one way, got {self.num_sets} x {self.ways}")
+        if self.set_index not in SET_INDEX:
+            raise ValueError(f"unknown set index '{self.set_index}': use one of {', '.join(SET_INDEX)}")
+        if self.set_index == "xor_fold" and self.set_bits < 0:
+            raise ValueError(f"xor_fold needs a power-of-two set count, got {self.num_sets}")
+
+    @classmethod
+    def of(cls, hw: HardwareSpec) -> "CacheGeometry":
+        return cls(num_sets=hw.num_sets, ways=hw.l2_ways, set_index=hw.set_index)
+
+    @property
+    def set_bits(self) -> int:
+        """log2(num_sets) for a power-of-two set count, else -1."""
+        n = self.num_sets
+        return n.bit_length() - 1 if n & (n - 1) == 0 else -1
+
+    @property
+    def kernel_args(self) -> tuple[int, int, int, int]:
+        """(scheme, num_sets, set_bits, ways): what the numba kernels take."""
+        return SET_INDEX[self.set_index], self.num_sets, self.set_bits, self.ways
+
+    def empty_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """A cold cache: (tags int64[num_sets, ways] all -1, recency int64[num_sets])."""
+        tags = np.full((self.num_sets, self.ways), -1, dtype=np.int64)
+        # nibble i holds way i: empty ways are evicted from the highest down, all before any filled way
+        initial = sum(w << (4 * w) for w in range(min(self.ways, PACKED_MAX_WAYS)))
+        recency = np.full(self.num_sets, initial, dtype=np.uint64).view(np.int64)  # bit pattern
+        return tags, recency
+
+
+def set_indices(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
+    """int64 set index of every line (vectorised; for analysing how lines spread over sets)."""
+    lines = np.asarray(lines, dtype=np.int64)
+    if geometry.num_sets == 1:
+        return np.zeros_like(lines)
+    if geometry.set_index == "modulo":
+        return lines % geometry.num_sets
+    mask, folded, rest = geometry.num_sets - 1, np.zeros_like(lines), lines.copy()
+    while rest.any():
+        folded ^= rest & mask
+        rest >>= geometry.set_bits
+    return folded
+
+
+def simulate_stream(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
+    """Replay one access stream through one cold cache; bool[len(lines)], True where it hit."""
+    lines = np.ascontiguousarray(lines, dtype=np.int64)
+    if lines.size and lines.min() < 0:
+        raise ValueError("line addresses must be non-negative")
+    tags, recency = geometry.empty_state()
+    hit_flags = np.zeros(lines.shape[0], dtype=np.bool_)
+    access_range(lines, 0, lines.shape[0], tags, recency, *geometry.kernel_args, hit_flags)
+    return hit_flags
