@@ -9,6 +9,7 @@ The assumptions are stated in `dispatch` and `cache`, and repeated in every repo
 
 from __future__ import annotations
 
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -70,10 +71,30 @@ def _dense_line_ids(lines, order, out):
     return count
 
 
+_prepared: dict[int, tuple[weakref.ref, PreparedTrace]] = {}
+
+
 def prepare(trace: "Trace | PreparedTrace") -> PreparedTrace:
-    """Validate `trace` and precompute line ids. Accepts any object with the Trace fields."""
+    """Validate `trace` and precompute line ids. Accepts any object with the Trace fields.
+
+    The result is remembered while `trace` lives (traces are immutable), so a profiler that
+    passes the same Trace for every candidate remap pays for this once.
+    """
     if isinstance(trace, PreparedTrace):
         return trace
+    key = id(trace)
+    if key in _prepared and _prepared[key][0]() is trace:
+        return _prepared[key][1]
+    prepared = _prepare(trace)
+    try:
+        alive = weakref.ref(trace, lambda _, key=key: _prepared.pop(key, None))
+    except TypeError:  # an object without weak references: nothing to remember it by
+        return prepared
+    _prepared[key] = (alive, prepared)
+    return prepared
+
+
+def _prepare(trace: "Trace") -> PreparedTrace:
     lines = np.ascontiguousarray(trace.lines, dtype=np.int64)
     if lines.ndim != 1:
         raise TraceCaptureError(f"malformed trace: lines must be 1D, got shape {lines.shape}; re-capture the trace")

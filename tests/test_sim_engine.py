@@ -1,0 +1,303 @@
+"""The dispatch model and the engine: exact per-domain counts against a plain-Python replay,
+and hand-computed cases that show what a remap changes."""
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from test_sim_cache import oracle_hits
+
+from swizzleperf.errors import HardwareSpecError, RemapRejected, TraceCaptureError
+from swizzleperf.hardware import PRESETS, HardwareSpec
+from swizzleperf.sim.dispatch import domain_queues, placement, slot_domains, slot_start_ranks
+from swizzleperf.sim.engine import prepare, simulate
+
+LINE = 128
+
+
+# --- test traces ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LocalTrace:
+    """The fields of swizzleperf.sim.trace.Trace; the engine takes any object that has them."""
+
+    lines: np.ndarray
+    is_store: np.ndarray
+    event_offsets: np.ndarray
+    program_offsets: np.ndarray
+    line_bytes: int
+
+
+def make_trace(programs: list[list[list[int]]]) -> LocalTrace:
+    """programs[p][e] = the lines of event e of captured program p."""
+    events = [event for program in programs for event in program]
+    lines = np.array([line for event in events for line in event], dtype=np.int64)
+    return LocalTrace(
+        lines=lines, is_store=np.zeros(lines.shape[0], dtype=bool),
+        event_offsets=np.cumsum([0] + [len(e) for e in events], dtype=np.int64),
+        program_offsets=np.cumsum([0] + [len(p) for p in programs], dtype=np.int64),
+        line_bytes=LINE)
+
+
+def make_spec(num_domains=8, sets=4, ways=2, set_index="modulo", policy="round_robin", chunk=1,
+              resident=2) -> HardwareSpec:
+    return HardwareSpec.model_validate({
+        **PRESETS["mi300x"].model_dump(), "name": "test", "num_domains": num_domains,
+        "cus_per_domain": resident, "programs_per_cu": 1, "l2_bytes_per_domain": sets * ways * LINE,
+        "l2_ways": ways, "set_index": set_index, "dispatch": {"policy": policy, "chunk": chunk}})
+
+
+# --- the oracle: the documented dispatch model, written plainly ------------------------------------
+def oracle_domain_streams(programs, program_for_slot, hw) -> list[list[int]]:
+    """Per domain, the line stream its L2 sees."""
+    domains = 1 if hw.dispatch.policy == "in_order" else hw.num_domains
+    queues = [[] for _ in range(domains)]
+    for slot, program in enumerate(program_for_slot):
+        domain = 0 if hw.dispatch.policy == "in_order" else (slot // hw.dispatch.chunk) % hw.num_domains
+        queues[domain].append(int(program))
+    streams = []
+    for queue in queues:
+        waiting = deque(queue)
+
+        def start_next():
+            while waiting:
+                events = deque(programs[waiting.popleft()])
+                if events:
+                    return events
+            return None
+
+        rotation = [start_next() for _ in range(hw.cus_per_domain * hw.programs_per_cu)]
+        stream = []
+        while any(rotation):
+            for position, running in enumerate(rotation):
+                if running:
+                    stream.extend(running.popleft())
+                    if not running:
+                        rotation[position] = start_next()
+        streams.append(stream)
+    return streams
+
+
+def oracle_counts(programs, program_for_slot, hw):
+    streams = oracle_domain_streams(programs, program_for_slot, hw)
+    hits = [sum(oracle_hits(s, hw.num_sets, hw.l2_ways, hw.set_index)) for s in streams]
+    return [len(s) for s in streams], hits, [len(set(s)) for s in streams]
+
+
+def random_programs(rng, num_programs: int, line_range: int) -> list[list[list[int]]]:
+    """Programs of 0-6 events, each event 0-4 distinct lines; neighbouring programs overlap."""
+    programs = []
+    for p in range(num_programs):
+        base = (p // 3) * (line_range // 4)  # groups of three programs share a window of lines
+        programs.append([sorted(set((base + rng.integers(0, line_range, rng.integers(0, 5))).tolist()))
+                         for _ in range(rng.integers(0, 7))])
+    return programs
+
+
+CONFIGS = {
+    "rr8-chunk1-res1-direct": make_spec(8, sets=4, ways=1, resident=1),
+    "rr8-chunk1-res2-2way": make_spec(8, sets=4, ways=2, resident=2),
+    "rr8-chunk1-res3-4way-xor": make_spec(8, sets=4, ways=4, set_index="xor_fold", resident=3),
+    "rr4-chunk3-res2-8way-xor": make_spec(4, sets=2, ways=8, set_index="xor_fold", chunk=3, resident=2),
+    "rr3-chunk2-res4-16way": make_spec(3, sets=1, ways=16, chunk=2, resident=4),
+    "rr2-chunk1-res5-12way-6sets": make_spec(2, sets=6, ways=12, resident=5),
+    "inorder-res1-2way": make_spec(1, sets=2, ways=2, policy="in_order", resident=1),
+    "inorder-res5-17way-3sets": make_spec(1, sets=3, ways=17, policy="in_order", resident=5),
+    "inorder-res64-32way-xor": make_spec(1, sets=4, ways=32, set_index="xor_fold", policy="in_order", resident=64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_matches_oracle_on_random_traces_and_remaps(name):
+    hw = CONFIGS[name]
+    rng = np.random.default_rng(sorted(CONFIGS).index(name))
+    total_hits = 0
+    for _ in range(6):
+        programs = random_programs(rng, int(rng.integers(1, 41)), line_range=int(rng.integers(4, 80)))
+        trace = make_trace(programs)
+        for perm in (np.arange(len(programs)), rng.permutation(len(programs))):
+            accesses, hits, unique = oracle_counts(programs, perm, hw)
+            result = simulate(trace, perm, hw)
+            assert result.accesses.tolist() == accesses
+            assert result.hits.tolist() == hits
+            assert result.unique_lines.tolist() == unique
+            assert result.total_unique_lines == len(set(trace.lines.tolist()))
+            total_hits += sum(hits)
+    assert total_hits > 0, "the random traces must produce hits to compare"
+
+
+def test_matches_oracle_when_rotation_drains_unevenly():
+    # one long program among many short ones: the rotation empties out around it
+    hw = make_spec(2, sets=2, ways=2, resident=6)
+    programs = [[[i % 5] for i in range(40)]] + [[[p % 7, p % 7 + 1]] * (p % 3 + 1) for p in range(1, 25)]
+    trace = make_trace(programs)
+    for perm in (np.arange(25), np.roll(np.arange(25), 7)):
+        accesses, hits, unique = oracle_counts(programs, perm, hw)
+        result = simulate(trace, perm, hw)
+        assert (result.accesses.tolist(), result.hits.tolist(), result.unique_lines.tolist()) == (accesses, hits, unique)
+
+
+def test_interleaving_order_by_hand():
+    # one domain, two positions, a one-line cache: an access hits only if the previous access had
+    # the same line. A = [1],[2],[3]; B = [1]; C = [2],[3]. The documented rotation issues
+    # A0 B0 | A1 C0 | A2 C1 (C takes B's position when B finishes), i.e. lines 1 1 2 2 3 3: 3 hits.
+    # Starting C only after A would give 1 1 2 3 2 3 (1 hit); one program at a time, 1 2 3 1 2 3 (0).
+    hw = make_spec(1, sets=1, ways=1, policy="in_order", resident=2)
+    result = simulate(make_trace([[[1], [2], [3]], [[1]], [[2], [3]]]), np.arange(3), hw)
+    assert result.hits.tolist() == [3]
+    assert oracle_domain_streams([[[1], [2], [3]], [[1]], [[2], [3]]], [0, 1, 2], hw) == [[1, 1, 2, 2, 3, 3]]
+
+
+def test_threads_give_the_same_result():
+    hw = make_spec(8, sets=4, ways=4, resident=3)
+    programs = random_programs(np.random.default_rng(7), 40, 60)
+    perm = np.random.default_rng(8).permutation(40)
+    one, two = simulate(make_trace(programs), perm, hw), simulate(make_trace(programs), perm, hw, threads=2)
+    assert (one.accesses.tolist(), one.hits.tolist(), one.unique_lines.tolist()) == \
+        (two.accesses.tolist(), two.hits.tolist(), two.unique_lines.tolist())
+
+
+# --- hand-computed behaviour -----------------------------------------------------------------------
+def pair_sharing_trace(lines_per_pair: int) -> LocalTrace:
+    """16 programs; programs 2k and 2k+1 read the same lines, one line per event; pairs share nothing."""
+    return make_trace([[[(p // 2) * lines_per_pair + i] for i in range(lines_per_pair)] for p in range(16)])
+
+
+def test_colocating_sharing_programs_turns_their_second_reads_into_hits():
+    hw, n = PRESETS["mi300x"], 10
+    trace = pair_sharing_trace(n)
+    # identity: slot w -> domain w % 8, so programs 2k and 2k+1 run on different dies; each die
+    # runs two programs of two different pairs: 2n accesses, 2n distinct lines, no hits.
+    spread = simulate(trace, np.arange(16), hw)
+    assert spread.hits.tolist() == [0] * 8
+    assert spread.unique_lines.tolist() == [2 * n] * 8
+    # slots k and k + 8 (both on die k) run the pair 2k, 2k + 1: the second reader hits every line
+    colocated = np.empty(16, dtype=np.int64)
+    colocated[:8], colocated[8:] = np.arange(0, 16, 2), np.arange(1, 16, 2)
+    together = simulate(trace, colocated, hw)
+    assert together.hits.tolist() == [n] * 8
+    assert together.unique_lines.tolist() == [n] * 8
+    assert together.hit_pct == together.ceiling_pct == 50.0
+    assert spread.total_unique_lines == together.total_unique_lines == 8 * n
+    # colocating only the pairs of dies 0..3 helps exactly those dies
+    # dies 0..3 (slots k, k+8) get pairs 0..3; dies 4..7 get one program of two different pairs
+    half = np.array([0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 11, 13, 15, 9])
+    assert simulate(trace, half, hw).hits.tolist() == [n] * 4 + [0] * 4
+
+
+def test_chunked_dispatch_keeps_consecutive_slots_together():
+    # chunk 2: slots 2k and 2k+1 share a die, so the identity remap already colocates the pairs
+    hw = PRESETS["mi300x"].model_copy(update={"dispatch": PRESETS["mi300x"].dispatch.model_copy(update={"chunk": 2})})
+    result = simulate(pair_sharing_trace(10), np.arange(16), hw)
+    assert result.hits.tolist() == [10] * 8
+    assert result.programs.tolist() == [2] * 8
+
+
+def test_a_pure_stream_has_no_hits():
+    programs = [[[p * 100 + e * 4 + i for i in range(4)] for e in range(25)] for p in range(64)]
+    trace = make_trace(programs)
+    for hw in (PRESETS["mi300x"], PRESETS["h100"]):
+        result = simulate(trace, np.random.default_rng(0).permutation(64), hw)
+        assert result.total_hits == 0
+        assert result.unique_lines.tolist() == result.accesses.tolist()
+        assert result.ceiling_pct == 0.0
+
+
+def test_every_program_reading_one_tile_reaches_the_ceiling_on_one_l2():
+    tile = list(range(1000, 1008))
+    trace = make_trace([[tile, tile[:4]] for _ in range(100)])  # 12 accesses per program
+    one_l2 = simulate(trace, np.arange(100), PRESETS["h100"])
+    assert one_l2.total_hits == 1200 - 8
+    assert one_l2.hit_pct == pytest.approx(one_l2.ceiling_pct)
+    # eight dies each fetch the tile once: the ceiling (one fetch in the whole GPU) is out of reach
+    dies = simulate(trace, np.arange(100), PRESETS["mi300x"])
+    assert dies.total_hits == 1200 - 8 * 8
+    assert dies.unique_lines.tolist() == [8] * 8
+
+
+def test_capacity_misses_appear_once_the_rotation_outgrows_the_cache():
+    # one set of 4 ways, in-order dispatch: each program reads its own 2 lines twice (2 events)
+    programs = [[[2 * p, 2 * p + 1], [2 * p, 2 * p + 1]] for p in range(8)]
+    trace = make_trace(programs)
+    # two resident programs hold 4 lines: every second read hits
+    assert simulate(trace, np.arange(8), make_spec(1, sets=1, ways=4, policy="in_order", resident=2)).total_hits == 16
+    # four resident programs cycle 8 lines through 4 ways: LRU evicts each line before its re-read
+    assert simulate(trace, np.arange(8), make_spec(1, sets=1, ways=4, policy="in_order", resident=4)).total_hits == 0
+
+
+# --- the dispatch model --------------------------------------------------------------------------
+def test_round_robin_queues_and_start_ranks_by_hand():
+    hw = make_spec(4, chunk=2)
+    assert slot_domains(10, hw).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 0, 0]
+    assert [q.tolist() for q in domain_queues(10, hw)] == [[0, 1, 8, 9], [2, 3], [4, 5], [6, 7]]
+    assert slot_start_ranks(10, hw).tolist() == [0, 1, 0, 1, 0, 1, 0, 1, 2, 3]
+    assert [q.tolist() for q in domain_queues(3, make_spec(4))] == [[0], [1], [2], []]
+
+
+def test_in_order_puts_every_slot_on_one_domain():
+    hw = PRESETS["h100"]
+    assert slot_domains(5, hw).tolist() == [0] * 5
+    assert [q.tolist() for q in domain_queues(5, hw)] == [[0, 1, 2, 3, 4]]
+    with pytest.raises(HardwareSpecError, match="set num_domains to 1"):
+        slot_domains(5, hw.model_copy(update={"num_domains": 2}))
+
+
+def test_placement_says_where_each_captured_program_ran():
+    hw = make_spec(2)  # slot w -> domain w % 2; rank w // 2
+    where = placement(np.array([3, 0, 2, 1]), hw)  # slot 0 runs program 3, slot 1 runs program 0, ...
+    assert where.domain.tolist() == [1, 1, 0, 0]
+    assert where.start_rank.tolist() == [0, 1, 1, 0]
+
+
+# --- rejected inputs -------------------------------------------------------------------------------
+def test_a_remap_that_is_not_a_permutation_is_rejected():
+    trace, hw = make_trace([[[p]] for p in range(4)]), make_spec(2)
+    with pytest.raises(RemapRejected, match="program 3 never runs and program 1 runs 2 times") as caught:
+        simulate(trace, np.array([0, 1, 1, 2]), hw)
+    assert caught.value.stage == "bijectivity"
+    with pytest.raises(RemapRejected, match="ids outside"):
+        simulate(trace, np.array([0, 1, 2, 4]), hw)
+    with pytest.raises(RemapRejected, match="3 slots but the trace holds 4 programs"):
+        simulate(trace, np.arange(3), hw)
+
+
+def test_malformed_traces_are_rejected():
+    good = make_trace([[[1, 2], [3]], [[4]]])
+    hw = make_spec(2)
+    cases = {
+        "event_offsets must run from 0 to 4": dict(event_offsets=np.array([0, 2, 3, 3])),
+        "program_offsets must be non-decreasing": dict(program_offsets=np.array([0, 3, 2, 3])),
+        "non-negative": dict(lines=np.array([1, 2, -3, 4])),
+    }
+    for message, change in cases.items():
+        bad = LocalTrace(**{**good.__dict__, **change})
+        with pytest.raises(TraceCaptureError, match=message):
+            simulate(bad, np.arange(2), hw)
+    with pytest.raises(TraceCaptureError, match="re-capture with line_bytes=64"):
+        simulate(good, np.arange(2), hw.model_copy(update={"line_bytes": 64}))
+
+
+# --- the report ------------------------------------------------------------------------------------
+def test_report_carries_counts_and_states_the_model():
+    hw = PRESETS["mi300x"]
+    result = simulate(pair_sharing_trace(10), np.arange(16), hw)
+    report = result.to_report("pairs", "small", hw)
+    assert report.source == "sim" and report.simulated
+    assert (report.kernel, report.size, report.hardware) == ("pairs", "small", "mi300x")
+    assert report.accesses == 160 and report.hits == 0 and report.unique_lines == 80
+    assert report.hit_pct == 0.0 and report.ceiling_pct == 50.0
+    assert report.bytes_from_next_level == 160 * LINE
+    assert [(d.domain, d.programs, d.accesses, d.hits, d.unique_lines) for d in report.per_domain] == \
+        [(d, 2, 20, 0, 20) for d in range(8)]
+    notes = " | ".join(report.notes)
+    for phrase in ("prediction, not a measurement", "round-robin over 8 L2 domains, chunk 1",
+                   "76 programs resident per domain", "set index modulo", "LRU", "write-allocate"):
+        assert phrase in notes
+    with pytest.raises(ValueError, match="pass the spec it was simulated with"):
+        result.to_report("pairs", "small", PRESETS["h100"])
+
+
+def test_prepare_is_reused_for_the_same_trace():
+    trace = pair_sharing_trace(3)
+    assert prepare(trace) is prepare(trace)
+    assert prepare(prepare(trace)) is prepare(trace)
