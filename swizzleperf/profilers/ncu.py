@@ -1,0 +1,253 @@
+"""Nsight Compute backend: measured L2 sector hits and misses per launch on NVIDIA GPUs.
+
+Command: `ncu --csv --print-units base --metrics <METRICS> --cache-control all
+--profile-from-start off --kernel-name regex:RE python -m swizzleperf.profilers.runner ...
+--profiler-range`. Two flags beyond DESIGN.md section 4, both for exact numbers:
+`--print-units base` stops ncu from rescaling values per row ("1.23 Msector" keeps three
+digits); `--profile-from-start off` with the runner's cudaProfilerStart/Stop range profiles
+the measured launches only, so warm-up and autotuning launches are never replayed.
+
+Output (the "details" page as CSV): `==PROF==`/`==WARNING==`/`==ERROR==` lines mixed with CSV
+lines, which all start with `"`; one row per (launch, metric); values may carry thousands
+separators ("1,234,567"); a units column. Columns are read by header name: ncu 2021 has a
+"Kernel Time" column and no launch geometry, ncu 2023+ adds "Block Size"/"Grid Size"
+(in blocks, e.g. "(16384, 1, 1)"), newer releases append rule columns.
+
+Numbers: the hit rate is lookup_hit / (lookup_hit + lookup_miss) over 32-byte sectors.
+`lts__t_sector_hit_rate.pct` is kept in the notes only: its hits and lookups come from
+different replay passes and it can exceed 100 %. `dram__bytes_read.sum` is the bytes fetched
+from the next level. Counters are summed over the kept launches and reported per launch;
+time is the median gpu__time_duration. With `--cache-control all` ncu flushes every cache
+before each replay pass, so every launch is measured from a cold L2.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+from typing import Literal, Mapping
+
+from swizzleperf.errors import ProfilerError
+from swizzleperf.hardware import HardwareSpec
+from swizzleperf.kernel import KernelFile
+from swizzleperf.profilers.runner import (
+    child_env, find_tool, kernel_name_regex, launched_kernel_names, run_tool, runner_command, write_candidate)
+from swizzleperf.profilers.timer import summarize_times
+from swizzleperf.report import BottleneckReport
+
+HIT_RATE_PCT = "lts__t_sector_hit_rate.pct"
+SECTORS = "lts__t_sectors.sum"
+LOOKUP_HIT = "lts__t_sectors_lookup_hit.sum"
+LOOKUP_MISS = "lts__t_sectors_lookup_miss.sum"
+DURATION = "gpu__time_duration.sum"
+DRAM_READ = "dram__bytes_read.sum"
+METRICS = (HIT_RATE_PCT, SECTORS, LOOKUP_HIT, LOOKUP_MISS, DURATION, DRAM_READ)
+
+CacheControl = Literal["all", "none"]
+_REQUIRED_COLUMNS = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
+_TIME_TO_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
+               "second": 1e9, "s": 1e9}
+_SI_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}  # ncu scales decimally
+_COUNT_UNIT = re.compile(r"^([KMGT]?)(byte|sector)$")
+_PERMISSION_FIX = ("this user may not read GPU performance counters: run as root, or load the nvidia driver with "
+                   "NVreg_RestrictProfilingToAdminUsers=0 (https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
+_HINTS = {"ERR_NVGPUCTRPERM": _PERMISSION_FIX}
+
+
+def install_dirs() -> tuple[str | None, ...]:
+    cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    return (os.path.join(cuda, "bin") if cuda else None, "/usr/local/cuda/bin")
+
+
+def to_base_unit(value: float, unit: str, metric: str) -> float:
+    """A metric value in ncu's base unit (ns, byte, sector, %), whatever scale ncu printed."""
+    if unit in ("", "%"):
+        return value
+    if unit in _TIME_TO_NS:
+        return value * _TIME_TO_NS[unit]
+    if match := _COUNT_UNIT.match(unit):
+        return value * _SI_PREFIX[match.group(1)]
+    raise ProfilerError(f"ncu printed {metric} in unit {unit!r}, which swizzleperf does not know; "
+                        f"profile with --print-units base")
+
+
+def _geometry(text: str | None) -> int | None:
+    """'(16384, 1, 1)' -> 16384 (ncu prints grid and block sizes per dimension)."""
+    dims = re.findall(r"\d+", text or "")
+    return prod(int(d) for d in dims) if dims else None
+
+
+@dataclass(frozen=True)
+class NcuLaunch:
+    launch_id: int
+    kernel_name: str
+    metrics: Mapping[str, float]  # base units: sector, byte, ns, %
+    grid_blocks: int | None = None
+    block_threads: int | None = None
+
+
+@dataclass(frozen=True)
+class NcuResult:
+    """The target kernel's profiled launches, in launch order, and ncu's own messages."""
+
+    launches: tuple[NcuLaunch, ...]
+    other_kernels: tuple[str, ...] = field(default=())
+    messages: tuple[str, ...] = field(default=())  # ==PROF== / ==WARNING== / ==ERROR== lines
+
+    def last(self, n: int) -> "NcuResult":
+        return NcuResult(self.launches[-n:], self.other_kernels, self.messages)
+
+    def values(self, metric: str) -> list[float]:
+        missing = [launch.launch_id for launch in self.launches if metric not in launch.metrics]
+        if missing:
+            raise ProfilerError(f"ncu reported no value for {metric} in launch(es) {missing} (n/a or absent); "
+                                f"check the metric exists on this GPU: ncu --query-metrics")
+        return [launch.metrics[metric] for launch in self.launches]
+
+    def total(self, metric: str) -> float:
+        return sum(self.values(metric))
+
+
+def parse_ncu_csv(text: str, kernel_regex: str) -> NcuResult:
+    """Read `ncu --csv` output (any mix of messages and CSV) and keep the target kernel's launches."""
+    pattern = re.compile(kernel_regex)
+    lines = text.splitlines()
+    messages = tuple(line for line in lines if line.startswith("=="))
+    reader = csv.DictReader([line for line in lines if line.startswith('"')])
+    header = reader.fieldnames or []
+    if not header:
+        return NcuResult((), (), messages)
+    missing = [c for c in _REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise ProfilerError(f"unexpected ncu CSV: no column(s) {', '.join(missing)} in header {header}; swizzleperf "
+                            f"reads the details page (one row per metric), not --page raw")
+    first_rows: dict[int, Mapping[str, str]] = {}
+    values: dict[int, dict[str, float]] = {}
+    others: list[str] = []
+    for row in reader:
+        name = row["Kernel Name"]
+        if not pattern.search(name):
+            if name not in others:
+                others.append(name)
+            continue
+        launch_id = int(row["ID"].replace(",", ""))
+        first_rows.setdefault(launch_id, row)
+        metrics = values.setdefault(launch_id, {})
+        raw = row["Metric Value"].replace(",", "").strip()
+        if raw.lower() in ("", "n/a"):
+            continue
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ProfilerError(f"ncu launch {launch_id}: {row['Metric Name']} = {row['Metric Value']!r} is not "
+                                f"a number") from None
+        metrics[row["Metric Name"]] = to_base_unit(number, row["Metric Unit"], row["Metric Name"])
+    launches = tuple(
+        NcuLaunch(launch_id=i, kernel_name=row["Kernel Name"], metrics=values[i],
+                  grid_blocks=_geometry(row.get("Grid Size")), block_threads=_geometry(row.get("Block Size")))
+        for i, row in sorted(first_rows.items()))
+    return NcuResult(launches, tuple(others), messages)
+
+
+def _fmt(values: list[float]) -> str:
+    return ", ".join(f"{v:g}" for v in values)
+
+
+def ncu_report(result: NcuResult, *, hw: HardwareSpec, kernel_name: str, size: str, iters: int,
+               cache_control: CacheControl, expected_programs: int | None = None) -> BottleneckReport:
+    """Turn the parsed launches into a report: the last `iters` launches, per launch."""
+    if not result.launches:
+        raise ProfilerError("ncu profiled no launch of the kernel")
+    found = len(result.launches)
+    kept = result.last(iters)
+    n = len(kept.launches)
+    hits, misses = kept.total(LOOKUP_HIT), kept.total(LOOKUP_MISS)
+    if hits + misses <= 0:
+        raise ProfilerError(f"{LOOKUP_HIT} + {LOOKUP_MISS} is 0: the kernel made no L2 lookups")
+    names = sorted({launch.kernel_name for launch in kept.launches})
+    notes = [
+        f"ncu over the last {n} launch(es) of {', '.join(names)}; counts are per launch (mean); accesses are L2 "
+        f"lookups of 32-byte sectors; hit rate = {LOOKUP_HIT} / ({LOOKUP_HIT} + {LOOKUP_MISS})",
+        f"{HIT_RATE_PCT} per launch: {_fmt(kept.values(HIT_RATE_PCT))} (not used: its hits and lookups come from "
+        f"different replay passes, so it can exceed 100%)" if all(HIT_RATE_PCT in x.metrics for x in kept.launches)
+        else f"{HIT_RATE_PCT} not reported",
+        f"{SECTORS} per launch (mean): {kept.total(SECTORS) / n:.0f} sectors" if all(
+            SECTORS in x.metrics for x in kept.launches) else f"{SECTORS} not reported",
+        f"bytes from the next level = {DRAM_READ} (DRAM reads)",
+        "--cache-control all: ncu flushed all caches before every replay pass (cold L2)" if cache_control == "all"
+        else "--cache-control none: caches kept across replay passes and launches (warm L2)",
+    ]
+    if found > n:
+        notes.append(f"dropped the first {found - n} profiled launch(es) of the kernel (warm-up)")
+    if n < iters:
+        notes.append(f"WARNING: expected {iters} measured launches, found {n}")
+    if result.other_kernels:
+        notes.append(f"ignored launches of other kernels: {', '.join(result.other_kernels)}")
+    grids = {launch.grid_blocks for launch in kept.launches}
+    if len(grids) == 1 and (blocks := grids.pop()) is not None:
+        notes.append(f"grid: {blocks} blocks (ncu's Grid Size counts blocks)")
+        if expected_programs is not None and blocks != expected_programs:
+            notes.append(f"WARNING: the kernel contract expects {expected_programs} programs but the launch has "
+                         f"{blocks} blocks: the regex may match another kernel")
+    notes += [f"ncu: {m}" for m in result.messages if m.startswith(("==WARNING==", "==ERROR=="))][:5]
+    timing = summarize_times([ns / 1e6 for ns in kept.values(DURATION)],
+                             "flushed" if cache_control == "all" else "warm", source=f"ncu {DURATION}")
+    return BottleneckReport(source="ncu", hardware=hw.name, kernel=kernel_name, size=size,
+                            hit_pct=100.0 * hits / (hits + misses), accesses=round((hits + misses) / n),
+                            hits=round(hits / n), bytes_from_next_level=round(kept.total(DRAM_READ) / n),
+                            timing=timing, notes=notes)
+
+
+class NcuProfiler:
+    """Measure L2 hit rate on the local NVIDIA GPU with Nsight Compute."""
+
+    name = "ncu"
+
+    def __init__(self, hw: HardwareSpec, binary: str = "ncu", cache_control: CacheControl = "all",
+                 timeout: float = 900.0, *, warmup: int = 1, iters: int = 3, num_xcds: int | None = None,
+                 raw_dir: Path | None = None):
+        if cache_control not in ("all", "none"):
+            raise ProfilerError(f"cache_control must be 'all' or 'none' (ncu --cache-control), got {cache_control!r}")
+        path = find_tool(binary, install_dirs())
+        if path is None:
+            raise ProfilerError(
+                f"{binary} not found (looked on PATH and in {', '.join(d for d in install_dirs() if d)}): install "
+                f"NVIDIA Nsight Compute (it comes with the CUDA toolkit) and put the directory holding ncu on "
+                f"PATH, or use the simulator profiler")
+        self.hw, self.binary, self.cache_control, self.timeout = hw, path, cache_control, timeout
+        self.warmup, self.iters = warmup, iters
+        self.num_xcds = num_xcds if num_xcds is not None else hw.num_domains
+        self.raw_dir = raw_dir
+
+    def command(self, candidate: Path, size: str, kernel_regex: str) -> list[str]:
+        cmd = [self.binary, "--csv", "--print-units", "base", "--metrics", ",".join(METRICS),
+               "--cache-control", self.cache_control, "--profile-from-start", "off",
+               "--kernel-name", f"regex:{kernel_regex}"]
+        # ncu does the flushing (or deliberately not): the runner must not add its own.
+        return cmd + runner_command(candidate, size, num_xcds=self.num_xcds, warmup=self.warmup, iters=self.iters,
+                                    l2="warm", profiler_range=True)
+
+    def profile(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
+        regex = kernel_name_regex(launched_kernel_names(kernel))
+        with tempfile.TemporaryDirectory(prefix="swizzleperf-ncu-") as tmp:
+            candidate = write_candidate(kernel, remap_source, Path(tmp))
+            cmd = self.command(candidate, size, regex)
+            done = run_tool(cmd, timeout=self.timeout, what="ncu", env=child_env(), hints=_HINTS)
+        if self.raw_dir is not None:
+            self.raw_dir.mkdir(parents=True, exist_ok=True)
+            (self.raw_dir / f"{kernel.name}-{size}-ncu.csv").write_text(done.stdout)
+        output = done.stdout + "\n" + done.stderr  # ncu's ==PROF== messages may go to either stream
+        result = parse_ncu_csv(output, regex)
+        if not result.launches:
+            errors = [m for m in result.messages if m.startswith("==ERROR==")]
+            fix = f"\n  fix: {_PERMISSION_FIX}" if "ERR_NVGPUCTRPERM" in output else ""
+            raise ProfilerError(f"ncu profiled no launch matching {regex!r} (other kernels: "
+                                f"{', '.join(result.other_kernels) or 'none'})" + "".join(f"\n{e}" for e in errors)
+                                + fix)
+        return ncu_report(result, hw=self.hw, kernel_name=kernel.name, size=size, iters=self.iters,
+                          cache_control=self.cache_control, expected_programs=prod(kernel.grid(size)))

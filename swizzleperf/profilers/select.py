@@ -1,0 +1,61 @@
+"""Choose a profiler by name, or let "auto" pick the best one this machine can run.
+
+auto: rocprofv3 on a ROCm GPU when the binary is found, ncu on a CUDA GPU when found, the
+simulator otherwise. The reason string says what was found, so a run records why its
+numbers are measured or predicted.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from swizzleperf.errors import ProfilerError
+from swizzleperf.hardware import HardwareSpec
+from swizzleperf.profilers import ncu, rocprof
+from swizzleperf.profilers.base import Profiler
+from swizzleperf.profilers.runner import find_tool
+
+PROFILERS = ("sim", "ncu", "rocprofv3", "auto")
+
+
+def local_gpu_runtime() -> Literal["rocm", "cuda"] | None:
+    """Which GPU runtime torch sees here, if any."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return "rocm" if getattr(torch.version, "hip", None) else "cuda"
+
+
+def _simulator(hw: HardwareSpec) -> Profiler:
+    from swizzleperf.profilers.sim import SimProfiler  # heavy (numba): only when chosen
+
+    return SimProfiler(hw)
+
+
+def select_profiler(name: str, hw: HardwareSpec) -> tuple[Profiler, str]:
+    """The profiler called `name` for `hw`, and one line saying why it was chosen."""
+    if name == "sim":
+        return _simulator(hw), "requested: simulator"
+    if name == "ncu":
+        profiler = ncu.NcuProfiler(hw)
+        return profiler, f"requested: ncu at {profiler.binary}"
+    if name == "rocprofv3":
+        profiler = rocprof.RocprofV3Profiler(hw)
+        return profiler, f"requested: rocprofv3 at {profiler.binary}"
+    if name != "auto":
+        raise ProfilerError(f"unknown profiler {name!r}: choose one of {', '.join(PROFILERS)}")
+
+    runtime = local_gpu_runtime()
+    if runtime is None:
+        return _simulator(hw), "torch sees no GPU: simulator"
+    tool, module = ("rocprofv3", rocprof) if runtime == "rocm" else ("ncu", ncu)
+    label = "ROCm GPU" if runtime == "rocm" else "CUDA GPU"
+    dirs = [d for d in module.install_dirs() if d]
+    path = find_tool(tool, dirs)
+    if path is None:
+        return _simulator(hw), f"{label} but no {tool} on PATH or in {', '.join(dirs)}: simulator"
+    profiler = rocprof.RocprofV3Profiler(hw, binary=path) if runtime == "rocm" else ncu.NcuProfiler(hw, binary=path)
+    return profiler, f"{label} and {tool} at {path}: {tool}"
