@@ -132,8 +132,8 @@ _NCU_HEADER = '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
 
 
 def test_ncu_missing_value_names_the_metric():
-    text = "\n".join([_NCU_HEADER, *(f'"0","softmax_kernel","{m}","sector","1,000"' for m in ncu.METRICS
-                                     if m != ncu.LOOKUP_MISS), f'"0","softmax_kernel","{ncu.LOOKUP_MISS}","sector","n/a"'])
+    rows = [f'"0","softmax_kernel","{m}","sector","{"n/a" if m == ncu.LOOKUP_MISS else "1,000"}"' for m in ncu.METRICS]
+    text = "\n".join([_NCU_HEADER, *rows])
     result = ncu.parse_ncu_csv(text, SOFTMAX_RE)
     with pytest.raises(ProfilerError, match=r"no value for lts__t_sectors_lookup_miss\.sum in launch\(es\) \[0\]"):
         ncu.ncu_report(result, hw=H100, kernel_name="softmax", size="small", iters=3, cache_control="all")
@@ -272,7 +272,8 @@ def test_runner_command_is_exact():
         "--num-xcds", "8", "--warmup", "1", "--iters", "3", "--l2", "flushed"]
     assert runner_command(Path("/w/k.py"), "s", num_xcds=None, warmup=0, iters=5, l2="warm", profiler_range=True,
                           times_json=Path("/w/t.json"))[3:] == [
-        "/w/k.py", "s", "--warmup", "0", "--iters", "5", "--l2", "warm", "--profiler-range", "--times-json", "/w/t.json"]
+        "/w/k.py", "s", "--warmup", "0", "--iters", "5", "--l2", "warm", "--profiler-range",
+        "--times-json", "/w/t.json"]
 
 
 def test_ncu_command_is_exact(fake_bin: Path):
@@ -335,7 +336,8 @@ def split_k_kernel(a_ptr, M, NUM_XCDS: tl.constexpr):
     pid = swizzle(tl.program_id(0), M, NUM_XCDS)
 '''
     assert launched_kernel_names(_kernel_file(tmp_path, source)) == ("matmul_kernel", "split_k_kernel")
-    assert kernel_name_regex(["matmul_kernel", "split_k_kernel"], r"(\.kd)?") == r"^(matmul_kernel|split_k_kernel)(\.kd)?$"
+    regex = kernel_name_regex(["matmul_kernel", "split_k_kernel"], r"(\.kd)?")
+    assert regex == r"^(matmul_kernel|split_k_kernel)(\.kd)?$"
     with pytest.raises(ProfilerError, match="no @triton.jit kernel calls the remap hook swizzle"):
         launched_kernel_names(_kernel_file(tmp_path, "@triton.jit\ndef swizzle(pid, n):\n    return pid\n"))
 
@@ -475,9 +477,11 @@ def test_time_kernel_reads_the_childs_samples(tmp_path: Path, softmax: KernelFil
     child = _executable(tmp_path / "child", f'''#!{sys.executable}
 import json, sys
 args = sys.argv[1:]
-iters, out, l2 = int(args[args.index("--iters") + 1]), args[args.index("--times-json") + 1], args[args.index("--l2") + 1]
+def arg(flag):
+    return args[args.index(flag) + 1]
+iters, out, l2 = int(arg("--iters")), arg("--times-json"), arg("--l2")
 json.dump({{"times_ms": [float(i) for i in range(1, iters + 1)], "l2_state": l2, "warmup": 2,
-           "num_xcds": int(args[args.index("--num-xcds") + 1]), "device": "fake"}}, open(out, "w"))
+           "num_xcds": int(arg("--num-xcds")), "device": "fake"}}, open(out, "w"))
 ''')
     real = timer.runner_command
     monkeypatch.setattr(timer, "runner_command", lambda *a, **k: [str(child), *real(*a, **k)[3:]])
@@ -544,7 +548,8 @@ def test_select_auto_falls_back_to_sim_when_the_tool_is_missing(fake_sim: type, 
         pytest.skip("ncu is installed on this machine")
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: "cuda")
     profiler, reason = select.select_profiler("auto", H100)
-    assert isinstance(profiler, fake_sim) and reason == "CUDA GPU but no ncu on PATH or in /usr/local/cuda/bin: simulator"
+    assert isinstance(profiler, fake_sim)
+    assert reason == "CUDA GPU but no ncu on PATH or in /usr/local/cuda/bin: simulator"
 
 
 def test_select_explicit_profilers(fake_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -9,9 +9,9 @@ the measured launches only, so warm-up and autotuning launches are never replaye
 
 Output (the "details" page as CSV): `==PROF==`/`==WARNING==`/`==ERROR==` lines mixed with CSV
 lines, which all start with `"`; one row per (launch, metric); values may carry thousands
-separators ("1,234,567"); a units column. Columns are read by header name: ncu 2021 has a
-"Kernel Time" column and no launch geometry, ncu 2023+ adds "Block Size"/"Grid Size"
-(in blocks, e.g. "(16384, 1, 1)"), newer releases append rule columns.
+separators ("1,234,567"); a units column. Columns are read by header name: older releases
+have a "Kernel Time" column and no launch geometry, current ones have "Block Size"/"Grid Size"
+(in blocks, e.g. "(16384, 1, 1)"), and some append rule columns.
 
 Numbers: the hit rate is lookup_hit / (lookup_hit + lookup_miss) over 32-byte sectors.
 `lts__t_sector_hit_rate.pct` is kept in the notes only: its hits and lookups come from

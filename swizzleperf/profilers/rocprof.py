@@ -7,8 +7,8 @@ passed explicitly because ROCm 7 writes a database by default.
 Output, and what changed across releases (all parsed by header name, never by position):
 - the file is `NAME_counter_collection.csv` directly in OUTDIR, or under `pmc_1/` or
   `pass_1/` in older releases: found with a recursive glob;
-- one row per (dispatch, counter); ROCm 6.1 previews have no Start/End_Timestamp, 6.3 added
-  Kernel_Id and Accum_VGPR_Count, ROCm 7 writes Agent_Id as "Agent N";
+- one row per (dispatch, counter); the first releases had no Start/End_Timestamp, later ones
+  added Kernel_Id and Accum_VGPR_Count, ROCm 7 writes Agent_Id as "Agent N";
 - Counter_Value is an integer in old releases, "%.6f" or "%.8e" in newer ones;
 - the SDK sums a counter over its hardware instances before writing the row, so a row is
   the whole GPU's (or with a `select`, one XCD's) value for that dispatch.
@@ -234,6 +234,8 @@ def counters_report(counters: RocprofCounters, *, hw: HardwareSpec, kernel_name:
                     l2_state: L2State, expected_programs: int | None = None, num_xcc: list[int] | None = None,
                     per_xcd: int | None = None) -> BottleneckReport:
     """Turn the parsed dispatches into a report: the last `iters` dispatches, per launch."""
+    if not counters.dispatches:
+        raise ProfilerError("rocprofv3 recorded no dispatch of the kernel")
     found = len(counters.dispatches)
     kept = counters.last(iters)
     n = len(kept.dispatches)
