@@ -513,8 +513,8 @@ def fake_sim(monkeypatch: pytest.MonkeyPatch) -> type:
     class SimProfiler:
         name = "sim"
 
-        def __init__(self, hw):
-            self.hw = hw
+        def __init__(self, hw, **options):
+            self.hw, self.options = hw, options
 
     module.SimProfiler = SimProfiler
     monkeypatch.setitem(sys.modules, "swizzleperf.profilers.sim", module)
@@ -522,11 +522,13 @@ def fake_sim(monkeypatch: pytest.MonkeyPatch) -> type:
 
 
 def test_select_sim_and_auto_without_gpu(fake_sim: type, monkeypatch: pytest.MonkeyPatch):
-    profiler, reason = select.select_profiler("sim", MI300X)
+    profiler, reason = select.select_profiler("sim", MI300X, cache_dir=Path("/c"))
     assert isinstance(profiler, fake_sim) and profiler.hw is MI300X and reason == "requested: simulator"
+    assert profiler.options == {"cache_dir": Path("/c")}  # simulator options reach the simulator
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: None)
-    profiler, reason = select.select_profiler("auto", MI300X)
+    profiler, reason = select.select_profiler("auto", MI300X, progress=print)
     assert isinstance(profiler, fake_sim) and reason == "torch sees no GPU: simulator"
+    assert profiler.options == {"progress": print}
 
 
 @pytest.mark.parametrize("runtime, tool, cls, label", [
@@ -535,7 +537,7 @@ def test_select_auto_uses_the_vendor_profiler_when_found(runtime, tool, cls, lab
                                                          monkeypatch: pytest.MonkeyPatch):
     binary = _executable(fake_bin / tool, "#!/bin/sh\nexit 0\n")
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: runtime)
-    profiler, reason = select.select_profiler("auto", H100)
+    profiler, reason = select.select_profiler("auto", H100, progress=print)  # progress is for the simulator only
     assert isinstance(profiler, cls) and reason == f"{label} and {tool} at {binary}: {tool}"
 
 

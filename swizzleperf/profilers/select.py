@@ -7,7 +7,7 @@ numbers are measured or predicted.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from swizzleperf.errors import ProfilerError
 from swizzleperf.hardware import HardwareSpec
@@ -29,16 +29,20 @@ def local_gpu_runtime() -> Literal["rocm", "cuda"] | None:
     return "rocm" if getattr(torch.version, "hip", None) else "cuda"
 
 
-def _simulator(hw: HardwareSpec) -> Profiler:
+def _simulator(hw: HardwareSpec, options: dict[str, Any]) -> Profiler:
     from swizzleperf.profilers.sim import SimProfiler  # heavy (numba): only when chosen
 
-    return SimProfiler(hw)
+    return SimProfiler(hw, **options)
 
 
-def select_profiler(name: str, hw: HardwareSpec) -> tuple[Profiler, str]:
-    """The profiler called `name` for `hw`, and one line saying why it was chosen."""
+def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Profiler, str]:
+    """The profiler called `name` for `hw`, and one line saying why it was chosen.
+
+    `sim_options` (e.g. progress, cache_dir) go to the simulator when it is the one chosen;
+    the hardware profilers measure, so they have nothing to report progress on.
+    """
     if name == "sim":
-        return _simulator(hw), "requested: simulator"
+        return _simulator(hw, sim_options), "requested: simulator"
     if name == "ncu":
         profiler = ncu.NcuProfiler(hw)
         return profiler, f"requested: ncu at {profiler.binary}"
@@ -50,12 +54,12 @@ def select_profiler(name: str, hw: HardwareSpec) -> tuple[Profiler, str]:
 
     runtime = local_gpu_runtime()
     if runtime is None:
-        return _simulator(hw), "torch sees no GPU: simulator"
+        return _simulator(hw, sim_options), "torch sees no GPU: simulator"
     tool, module = ("rocprofv3", rocprof) if runtime == "rocm" else ("ncu", ncu)
     label = "ROCm GPU" if runtime == "rocm" else "CUDA GPU"
     dirs = [d for d in module.install_dirs() if d]
     path = find_tool(tool, dirs)
     if path is None:
-        return _simulator(hw), f"{label} but no {tool} on PATH or in {', '.join(dirs)}: simulator"
+        return _simulator(hw, sim_options), f"{label} but no {tool} on PATH or in {', '.join(dirs)}: simulator"
     profiler = rocprof.RocprofV3Profiler(hw, binary=path) if runtime == "rocm" else ncu.NcuProfiler(hw, binary=path)
     return profiler, f"{label} and {tool} at {path}: {tool}"
