@@ -531,14 +531,23 @@ def test_select_sim_and_auto_without_gpu(fake_sim: type, monkeypatch: pytest.Mon
     assert profiler.options == {"progress": print}
 
 
-@pytest.mark.parametrize("runtime, tool, cls, label", [
-    ("cuda", "ncu", ncu.NcuProfiler, "CUDA GPU"), ("rocm", "rocprofv3", rocprof.RocprofV3Profiler, "ROCm GPU")])
-def test_select_auto_uses_the_vendor_profiler_when_found(runtime, tool, cls, label, fake_bin: Path,
+@pytest.mark.parametrize("runtime, hw, tool, cls, label", [
+    ("cuda", H100, "ncu", ncu.NcuProfiler, "CUDA GPU"),
+    ("rocm", MI300X, "rocprofv3", rocprof.RocprofV3Profiler, "ROCm GPU")])
+def test_select_auto_uses_the_vendor_profiler_when_found(runtime, hw, tool, cls, label, fake_bin: Path,
                                                          monkeypatch: pytest.MonkeyPatch):
     binary = _executable(fake_bin / tool, "#!/bin/sh\nexit 0\n")
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: runtime)
-    profiler, reason = select.select_profiler("auto", H100, progress=print)  # progress is for the simulator only
+    profiler, reason = select.select_profiler("auto", hw, progress=print)  # progress is for the simulator only
     assert isinstance(profiler, cls) and reason == f"{label} and {tool} at {binary}: {tool}"
+
+
+def test_select_auto_does_not_measure_another_vendors_gpu(fake_sim: type, fake_bin: Path,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    _executable(fake_bin / "ncu", "#!/bin/sh\nexit 0\n")
+    monkeypatch.setattr(select, "local_gpu_runtime", lambda: "cuda")
+    profiler, reason = select.select_profiler("auto", MI300X)
+    assert isinstance(profiler, fake_sim) and reason == "CUDA GPU here, but the target mi300x is amd: simulator"
 
 
 def test_select_auto_falls_back_to_sim_when_the_tool_is_missing(fake_sim: type, tmp_path: Path,

@@ -1,7 +1,7 @@
 """Choose a profiler by name, or let "auto" pick the best one this machine can run.
 
 auto: rocprofv3 on a ROCm GPU when the binary is found, ncu on a CUDA GPU when found, the
-simulator otherwise. The reason string says what was found, so a run records why its
+simulator otherwise, and also when the local GPU is another vendor's than the target hardware. The reason string says what was found, so a run records why its
 numbers are measured or predicted.
 """
 
@@ -57,6 +57,9 @@ def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Pr
         return _simulator(hw, sim_options), "torch sees no GPU: simulator"
     tool, module = ("rocprofv3", rocprof) if runtime == "rocm" else ("ncu", ncu)
     label = "ROCm GPU" if runtime == "rocm" else "CUDA GPU"
+    if hw.vendor == {"rocm": "nvidia", "cuda": "amd"}[runtime]:
+        # measuring an H100 says nothing about an MI300X's XCDs, and the report would claim it did
+        return _simulator(hw, sim_options), f"{label} here, but the target {hw.name} is {hw.vendor}: simulator"
     dirs = [d for d in module.install_dirs() if d]
     path = find_tool(tool, dirs)
     if path is None:
