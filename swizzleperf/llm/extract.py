@@ -68,7 +68,13 @@ def code_blocks(text: str) -> list[CodeBlock]:
         fence, lang = opening.group("fence"), opening.group("lang").lower()
         body: list[str] = []
         i += 1
-        while i < len(lines) and not lines[i].strip().startswith(fence):
+        while i < len(lines):
+            stripped = lines[i].rstrip()
+            if stripped.endswith(fence):  # a closing fence, alone or after the last code line
+                before = stripped[:-len(fence)]
+                if before.strip():
+                    body.append(before)
+                break
             body.append(lines[i])
             i += 1
         i += 1  # past the closing fence

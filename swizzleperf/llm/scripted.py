@@ -4,7 +4,7 @@ It answers `POST /v1/chat/completions` from a queue of scripted replies and reco
 request, so the real client path (DSPy, its HTTP engine, the adapter's parser) is exercised
 end to end. A reply is a text (with `usage` token counts), an HTTP error status, or a text
 sent only after a delay. It binds to 127.0.0.1 on a free port, answers at most
-`max_requests` requests and stops by itself after `lifetime_s` seconds.
+`max_requests` requests (the script's length plus a few) and stops by itself after `lifetime_s` seconds.
 
     with ScriptedServer([chat_reply(answer="42"), Failure(500), Reply("late", delay_s=5)]) as server:
         lm = dspy.LM("openai/scripted", api_base=server.base_url, api_key="unused")
@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 CHAT_PATH = "/v1/chat/completions"
+_SPARE_REQUESTS = 8  # answered with "no reply left" before the hard bound refuses
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,12 @@ class ScriptedServer:
 
     def __init__(self, script: list[Script], *, lifetime_s: float = 60.0, max_requests: int | None = None):
         self._script = [Reply(item) if isinstance(item, str) else item for item in script]
-        self.max_requests = len(self._script) if max_requests is None else max_requests
+        self.max_requests = len(self._script) + _SPARE_REQUESTS if max_requests is None else max_requests
         self.lifetime_s = lifetime_s
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
-        self._stopped = threading.Event()
+        self._stopped = threading.Event()  # set first: wakes handlers sleeping out a delay
+        self._closed = threading.Event()  # set last: the port no longer accepts connections
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._timer: threading.Timer | None = None
@@ -112,12 +114,13 @@ class ScriptedServer:
         """Stop serving; safe to call twice and from any thread."""
         if self._stopped.is_set():
             return
-        self._stopped.set()  # wakes handlers that are sleeping out a delay
+        self._stopped.set()
         if self._timer is not None:
             self._timer.cancel()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+        self._closed.set()
 
     def __enter__(self) -> "ScriptedServer":
         return self.start()
@@ -139,7 +142,8 @@ class ScriptedServer:
 
     @property
     def stopped(self) -> bool:
-        return self._stopped.is_set()
+        """True once the server no longer accepts connections."""
+        return self._closed.is_set()
 
     # --- serving ---------------------------------------------------------------------------
     def _next(self, request: RecordedRequest) -> Script | str:
