@@ -143,8 +143,10 @@ class _SubsetChecker:
         elif isinstance(stmt, ast.Pass):
             pass
         elif isinstance(stmt, ast.Expr):
-            what = "a string" if _is_docstring(stmt) else "an expression"
-            raise _reject(f"{what} on its own line has no effect (a docstring is allowed only first)", stmt)
+            if _is_docstring(stmt):
+                raise _reject("a string on its own line has no effect (a docstring is allowed only first)", stmt)
+            self.expr(stmt.value)  # a forbidden call reports its own reason first
+            raise _reject("an expression on its own line has no effect", stmt)
         else:
             raise _reject(f"`{type(stmt).__name__}` statements are not allowed", stmt)
 
