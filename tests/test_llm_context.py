@@ -140,7 +140,7 @@ def test_history_text_shows_diffs_outcomes_and_failure_reasons():
     assert "### iteration 1 (llm, llm:idea-1)\nOutcome: accepted; L2 hit 61.25% predicted (simulator)" in text
     assert "Outcome: REJECTED at bijectivity: logical id 7 is produced twice at grid 15" in text
     assert "[1400 more characters]" in text  # a long reason is clipped
-    assert "(no code change)" in text
+    assert "(no diff: no usable code was recorded)" in text
     assert text.endswith("Do not repeat any of these implementations.")
 
 

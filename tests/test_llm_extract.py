@@ -69,6 +69,22 @@ def test_the_last_block_wins_over_a_quoted_original():
     assert extract_hook(answer, HOOK).source == GOOD
 
 
+def test_a_broken_final_block_is_reported_not_replaced_by_the_quoted_original():
+    original = "@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return pid\n"
+    broken = GOOD.replace("if xcd < tall:", "if xcd < tall")
+    result = extract_hook(f"The original is\n{fenced(original)}\nMine:\n{fenced(broken)}", HOOK)
+    assert result.source == "" and "does not parse (line 8: expected ':')" in result.error
+
+
+def test_prose_with_code_like_lines_finds_the_function_among_them():
+    prose = "\n".join(["from the analysis it follows that rows are shared.",
+                       "def initely the chunks should stay together, see below:",
+                       "@everyone this matters"] * 200)
+    kernel_after = "def softmax_kernel(x_ptr, y_ptr):\n    pid = swizzle(tl.program_id(0), 8, 8)\n"
+    result = extract_hook(f"{prose}\n{GOOD}\nAnd the kernel stays:\n{kernel_after}\nThanks.", HOOK)
+    assert result.source == GOOD
+
+
 def test_unclosed_fence_of_a_truncated_answer_still_counts():
     assert extract_hook("```python\n" + GOOD, HOOK).source == GOOD
 

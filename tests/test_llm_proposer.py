@@ -145,7 +145,8 @@ def test_a_repeated_implementation_is_refused_with_a_reason(kernel):
     reformatted = ROW_REMAP.replace("    # whole rows per XCD: XCD d takes a contiguous range of logical ids\n", "")
     with ScriptedServer([ANALYSIS, proposal_reply(f"```python\n{reformatted}```")]) as server:
         proposal = proposer_for(server).propose(context(kernel, seen=seen))
-    assert proposal.source == "" and "same implementation as an earlier attempt" in proposal.extraction_error
+    assert "same implementation as an earlier attempt" in proposal.extraction_error
+    assert proposal.source == reformatted  # kept, so the history can show what was repeated
 
 
 def test_a_server_error_is_retried_inside_propose(kernel):

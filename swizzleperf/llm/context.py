@@ -154,7 +154,10 @@ def _attempt_text(attempt: AttemptView) -> str:
     else:
         stage = f" at {attempt.stage}" if attempt.stage else ""
         outcome = f"REJECTED{stage}: {_clip(attempt.reason or 'no reason recorded', _REASON_CHARS)}"
-    diff = _clip_diff(attempt.diff) if attempt.diff.strip() else "(no code change)"
+    if attempt.diff.strip():
+        diff = _clip_diff(attempt.diff)
+    else:
+        diff = "(no change: the original remap)" if attempt.accepted else "(no diff: no usable code was recorded)"
     return f"{head}\nOutcome: {outcome}\nChange against the original remap function:\n```diff\n{diff}\n```"
 
 

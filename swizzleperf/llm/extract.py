@@ -19,9 +19,15 @@ from swizzleperf.kernel import HookSignature
 # ChatAdapter's section marker `[[ ## name ## ]]`, tolerant of spacing.
 _FIELD_HEADER = re.compile(r"^\s*\[\[\s*##\s*(\w+)\s*##\s*\]\]\s*(.*)$")
 # An opening fence (``` or ~~~, optional language tag) and its closing twin.
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+.-]*)[^\n]*$")
+_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+.-]*)[^\n]*$")
 _CODE_LANGS = {"", "python", "py", "python3", "triton"}
-_LOOSE_SEARCH_LINES = 400  # bound on the quadratic search for code inside prose
+# A line that opens top-level Python code in unfenced prose.
+_CODE_START = re.compile(r"(@|def |import |from \S+ import )")
+_DEFINES_FUNCTION = re.compile(r"^\s*def\s+\w+\s*\(", re.M)
+_SHRINK_TRIES = 20  # per region: drop trailing lines (prose glued to the code) at most this often
+_MAX_REGION_LINES = 400  # a remap is a few lines; a whole kernel file a few hundred
+_PARSE_BUDGET_LINES = 20_000  # lines parsed per answer in unfenced prose: a hostile answer cannot stall the loop
+_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)  # null bytes, absurd nesting
 
 
 def split_fields(text: str, names: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -83,25 +89,39 @@ def code_blocks(text: str) -> list[CodeBlock]:
     return blocks or [CodeBlock(text, fenced=False)]
 
 
-def _parse_loose(text: str) -> tuple[ast.Module, list[str]] | None:
-    """Parse code that may be surrounded by prose: the longest parsable run of lines.
+def _parse_loose(text: str) -> list[tuple[ast.Module, list[str]]]:
+    """Code regions of unfenced prose that parse and define a function, in order.
 
-    Starts are lines that open Python code at column 0 (`@`, `def`, `import`, `from`);
-    from each start the end is shrunk until the slice parses and defines a function.
+    A region starts at a column-0 line that opens code (`@`, `def`, `import`) and runs over the
+    indented or blank lines after it (prose sits at column 0). A region that does not parse is
+    retried with trailing lines dropped a bounded number of times, then from its next line;
+    the whole search stops after parsing _PARSE_BUDGET_LINES lines.
     """
-    lines = textwrap.dedent(text).splitlines()[:_LOOSE_SEARCH_LINES]
-    starts = [i for i, line in enumerate(lines) if re.match(r"(@|def |import |from )", line)]
-    for start in starts:
-        for end in range(len(lines), start, -1):
-            chunk = lines[start:end]
+    lines = textwrap.dedent(text).splitlines()
+    regions: list[tuple[ast.Module, list[str]]] = []
+    budget = _PARSE_BUDGET_LINES
+    i = 0
+    while i < len(lines) and budget > 0:
+        if not _CODE_START.match(lines[i]):
+            i += 1
+            continue
+        end, limit = i + 1, min(len(lines), i + _MAX_REGION_LINES)
+        while end < limit and (not lines[end].strip() or lines[end][0] in " \t)]"
+                               or _CODE_START.match(lines[end])):
+            end += 1
+        for stop in range(end, max(i, end - _SHRINK_TRIES), -1):
+            budget -= stop - i
             try:
-                tree = ast.parse("\n".join(chunk))
-            except SyntaxError:
+                tree = ast.parse("\n".join(lines[i:stop]))
+            except _PARSE_ERRORS:
                 continue
             if any(isinstance(node, ast.FunctionDef) for node in tree.body):
-                return tree, chunk
-            break  # parses but defines nothing: a later start may
-    return None
+                regions.append((tree, lines[i:stop]))
+            i = stop
+            break
+        else:
+            i += 1  # a prose line that looked like code (`@someone`): the region may start on a later line
+    return regions
 
 
 def _looks_like_kernel(node: ast.FunctionDef) -> bool:
@@ -253,32 +273,38 @@ def _from_tree(tree: ast.Module, lines: list[str], hook: HookSignature) -> Extra
     return Extraction(source=source, notes=tuple(notes + fit_notes + render_notes))
 
 
+def _parsed(block: CodeBlock) -> list[tuple[ast.Module, list[str]]] | str:
+    """The block's syntax tree(s) with their lines, or why a fenced block does not parse."""
+    try:
+        return [(ast.parse(block.text), block.text.splitlines())]
+    except _PARSE_ERRORS as exc:
+        if block.fenced:
+            where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else type(exc).__name__
+            return f"the code in the answer does not parse ({where})"
+        return _parse_loose(block.text)
+
+
 def extract_hook(text: str, hook: HookSignature) -> Extraction:
     """The remap hook's source from a model's answer (a code field or the whole reply).
 
-    Later blocks win over earlier ones: answers tend to quote the original function before
-    giving the new one.
+    The last block that defines a function is the answer: models quote the original function
+    before giving the new one. If that block is unusable, its problem is reported rather than
+    falling back to an earlier block (which would usually be the quoted original).
     """
     if not text or not text.strip():
         return _failure("the answer contained no code", hook)
-    first_error: Extraction | None = None
     for block in reversed(code_blocks(text)):
-        try:
-            tree = ast.parse(block.text)
-            lines = block.text.splitlines()
-        except SyntaxError as exc:
-            loose = None if block.fenced else _parse_loose(block.text)
-            if loose is None:
-                if block.fenced and first_error is None:
-                    first_error = _failure(f"the code in the answer does not parse (line {exc.lineno}: {exc.msg})",
-                                           hook)
-                continue
-            tree, lines = loose
-        if not any(isinstance(n, ast.FunctionDef) for n in tree.body):
+        if not _DEFINES_FUNCTION.search(block.text):
             continue
-        result = _from_tree(tree, lines, hook)
-        notes = () if block.fenced else ("the code was not in a fenced block",)
-        if result.ok:
-            return Extraction(source=result.source, notes=notes + result.notes)
-        first_error = first_error or result
-    return first_error or _failure("no Python function was found in the answer", hook)
+        parsed = _parsed(block)
+        if isinstance(parsed, str):
+            return _failure(parsed, hook)
+        trees = [(tree, lines) for tree, lines in parsed if any(isinstance(n, ast.FunctionDef) for n in tree.body)]
+        if not trees:
+            continue
+        named = [t for t in trees if any(isinstance(n, ast.FunctionDef) and n.name == hook.name for n in t[0].body)]
+        result = _from_tree(*(named or trees)[-1], hook)
+        if result.ok and not block.fenced:
+            return Extraction(source=result.source, notes=("the code was not in a fenced block", *result.notes))
+        return result
+    return _failure("no Python function was found in the answer", hook)

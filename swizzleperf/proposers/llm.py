@@ -120,17 +120,18 @@ class LLMProposer:
         rationale = _rationale(approach, why, fields.get("critique"), extraction, answer.parse_error)
         error = extraction.error
         if error is None and _seen(extraction.source, context):
+            # the source stays, so the history's diff shows the model what it repeated
             error = ("this remap is the same implementation as an earlier attempt (after formatting and comments "
                      "are ignored); propose a remap that differs in what it does")
-        return Proposal(source=extraction.source if error is None else "", family=family, rationale=rationale,
-                        origin="llm", usage=usage, extraction_error=error)
+        return Proposal(source=extraction.source, family=family, rationale=rationale, origin="llm", usage=usage,
+                        extraction_error=error)
 
 
 def _seen(source: str, context: ProposalContext) -> bool:
     try:
         return normalise(source) in context.seen_sources
-    except SyntaxError:
-        return False
+    except (SyntaxError, ValueError, RecursionError):
+        return False  # unparsable text is never a repeat; the static check will say what is wrong
 
 
 def _rationale(approach: str, why: str, critique: object, extraction: Extraction, parse_error: str | None) -> str:
