@@ -97,8 +97,8 @@ REMAP_HOOK = "swizzle"
 SIZES = {
     # M, N, K not multiples of the blocks: every tail mask is exercised; 3 x 2 = 6 tiles.
     "tiny": {"M": 300, "N": 200, "K": 100},
-    # 5 x 8 = 40 tiles: GROUP_M = 8 leaves a partial group; K = 4 full steps and a 44-wide tail.
-    "small": {"M": 520, "N": 1000, "K": 300},
+    # 5 x 4 = 20 tiles: a GROUP_M = 8 raster gets one partial group; K = 2 full steps + 22.
+    "small": {"M": 520, "N": 400, "K": 150},
     # A Llama-2-13B MLP up-projection over 1024 tokens. 8 x 108 = 864 tiles; per tile and K step
     # 128 lines of A + 64 rows x 2 lines of B = 256 lines, 80 steps, plus 128 x 4 lines of fp32 C:
     # 864 * 20,992 = 18.1 M line accesses. On MI300X (8 XCDs x 76 resident programs), the identity

@@ -102,7 +102,7 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, chunks:
 REMAP_HOOK = "swizzle"
 SIZES = {
     "tiny": {"rows": 5, "cols": 1000, "chunks": 3},    # 15 programs; chunks of 334, 334, 332
-    "small": {"rows": 36, "cols": 5000, "chunks": 3},  # 108 programs; a chunk spans two blocks
+    "small": {"rows": 20, "cols": 5000, "chunks": 3},  # 60 programs; a chunk spans two blocks
     # Llama-2-13B hidden size over 4096 tokens, 5 chunks of 1024 columns: 20,480 programs, each
     # 5 x 32 lines of the row (phase 1) + 32 lines each of x, weight, bias and y (phase 2) =
     # 288 line accesses: 5.9 M in all. Under the identity a row's 5 programs run on 5 different

@@ -1,0 +1,269 @@
+"""Numerical correctness of a kernel with a candidate remap spliced in, checked in a child process.
+
+A remap that is a bijection on paper can still break a kernel (a wrong tuple order, a dtype
+that overflows), so the candidate is run for real: the kernel file with the new hook is written
+to a temp dir and imported in a child (the remap is untrusted code; the CPU path sets
+TRITON_INTERPRET=1 there). For each size and seed the child builds inputs, prefills every output
+with NaN (so a tile that no program writes cannot pass by luck), launches, and compares each
+output with the PyTorch reference under the kernel's TOLERANCE; it also checks the inputs are
+bit-for-bit unchanged. Only JSON comes back. A crash or timeout of the child is a failed
+report, not an exception: the loop records it and moves on.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from swizzleperf.errors import ContractError, RemapRejected, SandboxError, SwizzlePerfError
+from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.sandbox import run_in_child
+
+_CHILD_TARGET = "swizzleperf.correctness:check_cases_child"
+
+
+class OutputCheck(BaseModel):
+    """One output tensor of one case compared with the reference."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    numel: int
+    mismatches: int = Field(description="elements outside atol + rtol * |reference| (NaN counts as a mismatch)")
+    nans: int = Field(description="NaN elements where the reference has a number: most likely never written")
+    max_abs_error: float | None = Field(description="over elements where both are finite; None if there are none")
+    first_mismatch: list[int] | None = Field(None, description="index of the first mismatching element")
+    shape_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.shape_error is None and self.mismatches == 0
+
+    def describe(self, atol: float, rtol: float) -> str:
+        if self.shape_error is not None:
+            return f"output {self.name}: {self.shape_error}"
+        where = f"first at index {tuple(self.first_mismatch)}" if self.first_mismatch is not None else ""
+        error = f"max abs error {self.max_abs_error:.3g}" if self.max_abs_error is not None else ""
+        detail = ", ".join(p for p in (error, where) if p)
+        if self.nans:
+            return (f"output {self.name} has {self.nans} NaN elements of {self.numel} (programs never ran?) and "
+                    f"{self.mismatches} mismatches in all ({detail})")
+        return (f"output {self.name}: {self.mismatches} of {self.numel} elements differ from the reference beyond "
+                f"atol={atol:g}, rtol={rtol:g} ({detail})")
+
+
+class CaseResult(BaseModel):
+    """One (size, seed): a launch error, or the checks of every output and input."""
+
+    model_config = ConfigDict(extra="forbid")
+    size: str
+    seed: int
+    error: str | None = Field(None, description="what the case raised instead of finishing")
+    outputs: list[OutputCheck] = Field(default_factory=list)
+    modified_inputs: dict[str, int] = Field(default_factory=dict, description="input name -> elements changed")
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.modified_inputs and all(o.ok for o in self.outputs)
+
+    def reason(self, atol: float, rtol: float) -> str | None:
+        """Why the case failed, in one sentence; None when it passed."""
+        problems = [] if self.error is None else [self.error]
+        problems += [o.describe(atol, rtol) for o in self.outputs if not o.ok]
+        problems += [f"the kernel modified its input {name} ({n} elements changed)"
+                     for name, n in self.modified_inputs.items()]
+        return f"size {self.size} seed {self.seed}: " + "; ".join(problems) if problems else None
+
+
+class CorrectnessReport(BaseModel):
+    """Whether a kernel with a remap matches its reference on every checked (size, seed)."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = 1
+    kernel: str
+    device: str
+    num_xcds: int
+    sizes: list[str]
+    seeds: list[int]
+    tolerance: dict[str, float]
+    cases: list[CaseResult] = Field(default_factory=list, description="in the order run")
+    failure: str | None = Field(None, description="the first failure, in a sentence; None when all passed")
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def summary(self) -> str:
+        """One sentence for histories, prompts and the CLI."""
+        if self.failure is not None:
+            return self.failure
+        return (f"matches the reference on {len(self.cases)} case(s): sizes {', '.join(self.sizes)} x seeds "
+                f"{', '.join(map(str, self.seeds))} on {self.device} ({self.num_xcds} XCDs)")
+
+    def raise_if_failed(self) -> None:
+        if self.failure is not None:
+            raise RemapRejected("correctness", self.failure)
+
+    @classmethod
+    def from_cases(cls, kernel: KernelFile, cases: list[CaseResult], *, device: str, num_xcds: int,
+                   sizes: list[str], seeds: list[int], seconds: float) -> CorrectnessReport:
+        """The report of cases that ran; its failure is the first failing case's reason."""
+        atol, rtol = kernel.tolerance["atol"], kernel.tolerance["rtol"]
+        failure = next((c.reason(atol, rtol) for c in cases if not c.ok), None)
+        return cls(kernel=kernel.name, device=device, num_xcds=num_xcds, sizes=sizes, seeds=seeds,
+                   tolerance=kernel.tolerance, cases=cases, failure=failure, seconds=seconds)
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | None = None,
+                      seeds: tuple[int, ...] = (0, 1), num_xcds: int = 8, device: str | None = None,
+                      timeout: float = 120.0) -> CorrectnessReport:
+    """Run the kernel with `remap_source` as its hook in a child and compare with the reference.
+
+    sizes: CHECK_SIZES on the CPU interpreter, every declared size on a GPU. device: "cuda" when
+    torch sees a GPU, else "cpu". Raises ContractError for an unknown size, or when the kernel
+    file itself (with its own hook) does not load in a fresh process; any failure caused by the
+    remap, a crash or a timeout included, is a failed report.
+    """
+    device = device or default_device()
+    sizes = list(kernel.check_sizes if device == "cpu" else kernel.sizes) if sizes is None else list(sizes)
+    for name in sizes:
+        kernel.size(name)  # raises ContractError naming the declared sizes
+    settings = dict(device=device, num_xcds=int(num_xcds), sizes=sizes, seeds=[int(s) for s in seeds])
+    t0 = time.perf_counter()
+
+    def failed(reason: str) -> CorrectnessReport:
+        report = CorrectnessReport.from_cases(kernel, [], **settings, seconds=time.perf_counter() - t0)
+        return report.model_copy(update={"failure": reason})
+
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-correctness-") as tmp:
+        spliced = Path(tmp) / kernel.path.name
+        spliced.write_text(kernel.with_hook(remap_source))
+        # Triton reads the interpreter flag when a kernel module's @triton.jit runs: set it both ways.
+        env = {"TRITON_INTERPRET": "1" if device == "cpu" else "0"}
+        try:
+            child = run_in_child(_CHILD_TARGET, {"kernel_path": str(spliced), **settings}, timeout, env=env,
+                                 what="the correctness check")
+        except SandboxError as exc:
+            return failed(str(exc))
+
+    setup_error = child.value.get("setup_error")
+    if setup_error is not None:
+        if remap_source.strip() == kernel.hook_source.strip():
+            raise ContractError(f"{kernel.path.name} does not load from a copy in a fresh process ({setup_error}); "
+                                f"a kernel file must be self-contained")
+        return failed(f"the kernel with this remap does not load: {setup_error}")
+    cases = [CaseResult.model_validate(c) for c in child.value["cases"]]
+    return CorrectnessReport.from_cases(kernel, cases, **settings, seconds=time.perf_counter() - t0)
+
+
+# --- child side ------------------------------------------------------------------------------
+
+def check_cases_child(payload: dict, workdir: Path) -> dict:
+    """Sandbox entry point: load the spliced kernel file and run every (size, seed) case."""
+    try:
+        kernel = load_kernel(payload["kernel_path"])
+    except SwizzlePerfError as exc:
+        return {"setup_error": str(exc).split("\n\nExpected shape:")[0], "cases": []}
+    cases = run_cases(kernel, payload["sizes"], payload["seeds"], payload["num_xcds"], payload["device"])
+    return {"cases": [c.model_dump(mode="json") for c in cases]}
+
+
+def run_cases(kernel: KernelFile, sizes: list[str], seeds: list[int], num_xcds: int, device: str) -> list[CaseResult]:
+    """Every (size, seed) case, in this process: only for a kernel already loaded as the child does."""
+    return [run_case(kernel, size, seed, num_xcds, device) for size in sizes for seed in seeds]
+
+
+def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, device: str) -> CaseResult:
+    """One launch on fresh inputs and NaN-filled outputs, checked against the reference."""
+    t0 = time.perf_counter()
+    size = kernel.size(size_name)
+    step = "make_inputs"
+    try:
+        inputs = kernel.fn("make_inputs")(size, seed, device)
+        pristine = {name: t.clone() for name, t in inputs.items()}
+        step = "make_outputs"
+        outputs = kernel.fn("make_outputs")(size, device)
+        for t in outputs.values():
+            _poison(t)
+        step = "launch"
+        kernel.fn("launch")(inputs, outputs, size, num_xcds)
+        if device != "cpu":
+            torch.cuda.synchronize()  # surfaces an asynchronous fault here, inside the case
+        modified = {name: changed for name, t in inputs.items() if (changed := _changed_elements(t, pristine[name]))}
+        step = "reference"
+        expected = kernel.fn("reference")(pristine, size)
+        if set(expected) != set(outputs):
+            raise ContractError(f"reference() returned {sorted(expected)} but make_outputs() made {sorted(outputs)}")
+        step = "the comparison"
+        checks = [compare(name, outputs[name], expected[name], **kernel.tolerance) for name in outputs]
+    except Exception as exc:  # the candidate's failure, reported as this case's result
+        error = f"{step} raised {_exception_text(exc)}{_where_in_file(exc, kernel.path)}"
+        return CaseResult(size=size_name, seed=seed, error=error, seconds=time.perf_counter() - t0)
+    return CaseResult(size=size_name, seed=seed, outputs=checks, modified_inputs=modified,
+                      seconds=time.perf_counter() - t0)
+
+
+def _poison(t) -> None:
+    """Fill an output with values no kernel computes, so unwritten elements show up as mismatches."""
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(float("nan"))
+    elif t.dtype != torch.bool:
+        t.fill_(torch.iinfo(t.dtype).min)
+
+
+def _changed_elements(now, before) -> int:
+    """Elements whose bits differ (so a NaN left in place is unchanged, and -0.0 != 0.0)."""
+    if now.shape != before.shape or now.dtype != before.dtype:
+        return max(now.numel(), 1)
+    if now.dtype == torch.bool or now.element_size() == 1:
+        return int((now != before).sum())
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[now.element_size()]
+    return int((now.contiguous().view(bits) != before.contiguous().view(bits)).sum())
+
+
+def compare(name: str, out, ref, atol: float, rtol: float) -> OutputCheck:
+    """Elementwise |out - ref| <= atol + rtol * |ref| in float64; NaN matches only a NaN reference."""
+    if tuple(out.shape) != tuple(ref.shape):
+        return OutputCheck(name=name, numel=out.numel(), mismatches=out.numel(), nans=0, max_abs_error=None,
+                           shape_error=f"has shape {tuple(out.shape)}, the reference {tuple(ref.shape)}")
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(out.device, torch.float64)
+    bad = ~torch.isclose(o, r, rtol=rtol, atol=atol, equal_nan=True)
+    finite = torch.isfinite(o) & torch.isfinite(r)
+    diffs = (o - r).abs()[finite]
+    first = None
+    if bad.any():
+        flat = int(torch.nonzero(bad.flatten())[0])
+        first = [int(i) for i in np.unravel_index(flat, tuple(out.shape))]
+    return OutputCheck(name=name, numel=out.numel(), mismatches=int(bad.sum()),
+                       nans=int((torch.isnan(o) & ~torch.isnan(r)).sum()),
+                       max_abs_error=float(diffs.max()) if diffs.numel() else None, first_mismatch=first)
+
+
+def _exception_text(exc: BaseException) -> str:
+    """Type and last message line of the root cause (the interpreter wraps the kernel's own error twice)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
+
+
+def _where_in_file(exc: BaseException, path: Path) -> str:
+    """The innermost line of the kernel file in the traceback (most likely in the remap hook)."""
+    frames = []
+    while exc is not None:
+        frames += [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        exc = exc.__cause__
+    return f" at line {frames[-1].lineno}: {frames[-1].line}" if frames else ""
