@@ -102,6 +102,14 @@ def test_an_answer_is_parsed_and_its_tokens_counted():
                                     completion_tokens=word_count(reply), cost_usd=None)  # nobody prices it
 
 
+def test_a_local_provider_string_works_without_any_key():
+    with ScriptedServer([chat_reply(answer="local")]) as server:
+        answer = client_for(server, model="hosted_vllm/Qwen/Qwen2.5-Coder-7B-Instruct").predict(Echo, question="q")
+    assert answer.fields == {"answer": "local"}
+    assert server.requests[0].body["model"] == "Qwen/Qwen2.5-Coder-7B-Instruct"
+    assert PLACEHOLDER_KEY not in server.requests[0].headers.get("Authorization", "")
+
+
 def test_cost_is_recorded_when_the_model_is_priced():
     with ScriptedServer([Reply(chat_reply(answer="x"), prompt_tokens=1000, completion_tokens=100)]) as server:
         usage = client_for(server, model="openai/gpt-4o-mini").predict(Echo, question="q").usage

@@ -157,6 +157,17 @@ def test_a_server_error_is_retried_inside_propose(kernel):
     assert len(server.requests) == 3
 
 
+def test_tokens_of_a_call_before_a_failure_go_on_the_next_proposal(kernel):
+    with ScriptedServer([ANALYSIS, Failure(400, "bad request"), proposal_reply(ROW_REMAP)]) as server:
+        proposer = proposer_for(server)
+        with pytest.raises(LLMError, match="refused the request"):
+            proposer.propose(context(kernel))
+        proposal = proposer.propose(context(kernel))
+    assert len(server.requests) == 3  # the analysis is not asked for again
+    assert proposal.usage.calls == 2
+    assert proposal.usage.completion_tokens == word_count(ANALYSIS) + word_count(proposal_reply(ROW_REMAP))
+
+
 def test_an_unusable_server_raises_llm_error_from_propose(kernel):
     with ScriptedServer([Failure(401, "invalid api key")]) as server:
         with pytest.raises(LLMError, match="rejected the credentials"):

@@ -70,12 +70,13 @@ class LLMProposer:
         self.memory_analysis: str | None = None
         self._analysed_kernel: str | None = None  # sha256 of the kernel the analysis describes
         self.last_answer: ModelAnswer | None = None  # the latest ProposeSwizzle answer, raw text included
+        self._unbilled = LLMUsage()  # usage of calls whose proposal never came back (a later call raised)
 
     # --- the protocol ------------------------------------------------------------------------
     def propose(self, context: ProposalContext) -> Proposal:
         kernel = context.kernel
         hardware = hardware_context(self.mode, context.hardware, context.baseline, self.prompts, kernel.hook)
-        usage = self._ensure_memory_analysis(kernel, hardware)
+        self._unbilled = self._unbilled + self._ensure_memory_analysis(kernel, hardware)
         answer = self.client.predict(
             ProposeSwizzle,
             original_code=kernel.source,
@@ -87,7 +88,8 @@ class LLMProposer:
             rules=self.rules(kernel),
         )
         self.last_answer = answer
-        return self._proposal(answer, context, usage + answer.usage)
+        usage, self._unbilled = self._unbilled + answer.usage, LLMUsage()
+        return self._proposal(answer, context, usage)
 
     # --- pieces --------------------------------------------------------------------------------
     def rules(self, kernel: KernelFile) -> str:
