@@ -81,6 +81,11 @@ def test_malformed_configuration_is_refused_with_the_fix(model, api_base, messag
         make_llm_proposer(model, api_base=api_base)
 
 
+def test_settings_the_model_refuses_are_an_llm_error(no_network):
+    with pytest.raises(LLMError, match="cannot configure --model openai/gpt-5: .*temperature"):
+        connect(ModelConfig(model="openai/gpt-5", api_base="http://127.0.0.1:1/v1", temperature=0.2))
+
+
 def test_an_unknown_mode_is_refused(no_network):
     with pytest.raises(LLMError, match="choose one of aware, unaware, overload"):
         make_llm_proposer("openai/m", api_base="http://127.0.0.1:1/v1", mode="verbose")

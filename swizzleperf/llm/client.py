@@ -93,8 +93,8 @@ def check_config(config: ModelConfig) -> None:
     missing = missing_credentials(config.model)
     if missing:
         raise LLMError(f"--model {config.model} needs credentials that are not set: {', '.join(missing)}. "
-                       f"Export them (export {missing[0]}=...) or point --api-base at an OpenAI-compatible "
-                       f"server (vLLM, Ollama) that needs none")
+                       f"Set it in the environment (export {missing[0]}=...) or point --api-base at an "
+                       f"OpenAI-compatible server (vLLM, Ollama) that needs none")
 
 
 def build_lm(config: ModelConfig) -> dspy.LM:
@@ -108,7 +108,10 @@ def build_lm(config: ModelConfig) -> dspy.LM:
         options["temperature"] = config.temperature
     if config.max_tokens is not None:
         options["max_tokens"] = config.max_tokens
-    return dspy.LM(config.model, cache=False, num_retries=0, **options)
+    try:
+        return dspy.LM(config.model, cache=False, num_retries=0, **options)
+    except (LMError, ValueError, TypeError) as exc:  # e.g. reasoning models refuse a temperature
+        raise LLMError(f"cannot configure --model {config.model}: {_first_line(exc)}") from exc
 
 
 @dataclass(frozen=True)
