@@ -27,6 +27,7 @@ from swizzleperf.sandbox import run_in_child
 
 MAX_SOURCE_CHARS = 20_000
 MAX_NODES = 4_000
+MAX_DEPTH = 100  # syntax-tree nesting; keeps every recursive walk far from Python's recursion limit
 LOOP_TRIP_CAP = 64  # most loop-body executions per program, nested loops multiplied
 
 # Calls a candidate may make: builtins by name, `tl.` functions by attribute, with their arity.
@@ -329,6 +330,16 @@ def _static_trip_count(bounds: list[ast.expr]) -> int | None:
     return len(range(*values))
 
 
+def _depth(tree: ast.AST) -> int:
+    """Nesting depth of a syntax tree, measured without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def _parse(source: str) -> ast.Module:
     if len(source) > MAX_SOURCE_CHARS:
         raise _reject(f"the candidate is {len(source)} characters long; the limit is {MAX_SOURCE_CHARS}")
@@ -375,9 +386,12 @@ def static_check(source: str, hook: HookSignature) -> ast.FunctionDef:
     module = _parse(source)
     if sum(1 for _ in ast.walk(module)) > MAX_NODES:
         raise _reject(f"the candidate has more than {MAX_NODES} syntax nodes; a remap is a few lines")
+    if _depth(module) > MAX_DEPTH:
+        raise _reject(f"expressions are nested more than {MAX_DEPTH} levels deep: use intermediate variables")
     for stmt in module.body:
         if type(stmt) in (ast.Import, ast.ImportFrom):
-            raise _reject(_REJECTED[type(stmt)], stmt)
+            raise _reject("imports are not allowed: send only the hook function (the kernel file already "
+                          "imports triton and tl)", stmt)
     functions = [s for s in module.body if isinstance(s, ast.FunctionDef)]
     others = [s for s in module.body if not isinstance(s, ast.FunctionDef)]
     if others:
@@ -403,16 +417,22 @@ def static_check(source: str, hook: HookSignature) -> ast.FunctionDef:
 
 
 def normalise(source: str) -> str:
-    """The candidate's text modulo formatting, comments and docstrings (raises SyntaxError).
+    """The candidate's text modulo formatting, comments and docstrings; SyntaxError if it does not parse.
 
     Two candidates with equal normalised text are the same implementation.
     """
-    module = ast.parse(source)
+    try:
+        module = ast.parse(source)
+    except ValueError as exc:  # null bytes
+        raise SyntaxError(str(exc)) from None
     for node in ast.walk(module):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and node.body \
                 and _is_docstring(node.body[0]):
             node.body = node.body[1:] or [ast.Pass()]
-    return ast.unparse(module)
+    try:
+        return ast.unparse(module)
+    except RecursionError:  # absurdly nested: compare the text as it is
+        return source.strip()
 
 
 # --- bijectivity -----------------------------------------------------------------------------

@@ -223,7 +223,8 @@ class _Evaluator:
             return self.for_(stmt, env, lanes), lanes
         elif isinstance(stmt, ast.Return):
             self.return_(stmt, env, lanes)
-            return env, lanes[:0]
+            retired = np.zeros(lanes.size, dtype=bool)  # keep the names and types for the `if` merge
+            return {name: self.restrict(v, retired) for name, v in env.items()}, lanes[:0]
         return env, lanes
 
     def return_(self, stmt: ast.Return, env: dict, lanes: np.ndarray) -> None:

@@ -97,7 +97,7 @@ def test_static_check_returns_the_function_of_a_valid_candidate():
 
 
 REJECTED = [
-    ("imports os", "import os\n" + IDENTITY, "line 1: imports are not allowed"),
+    ("imports os", "import os\n" + IDENTITY, "line 1: imports are not allowed: send only the hook function"),
     ("import inside", hook("import os\nreturn pid"), "line 3: imports are not allowed"),
     ("while True", hook("while True:\n    pid = pid + 1\nreturn pid"), "line 3: `while` loops are not allowed"),
     ("syntax error", hook("return pid +"), "does not parse: line 3"),
@@ -154,6 +154,8 @@ REJECTED = [
     ("is", hook("return pid if pid is None else 0"), "`is` is not allowed"),
     ("none literal", hook("x = None\nreturn pid"), "the literal None is not allowed"),
     ("expression statement", hook("pid + 1\nreturn pid"), "an expression on its own line has no effect"),
+    ("deep nesting", hook("return pid" + " + 1" * 150), "nested more than 100 levels deep"),
+    ("too long", hook("x = pid\n" * 3000 + "return x"), "the limit is 20000"),
 ]
 
 
@@ -196,6 +198,8 @@ def test_normalise_ignores_formatting_comments_and_docstrings():
     c = hook("x = pid + 1\nreturn x")
     assert normalise(a) == normalise(b)
     assert normalise(a) != normalise(c)
+    with pytest.raises(SyntaxError):
+        normalise(hook("return pid +"))
 
 
 # --- the evaluator: exact values -------------------------------------------------------------
@@ -325,6 +329,14 @@ AGREE = {
         else:
             off = off * 5
         return off + xcd
+    '''), HOOK_1D, (257,), CONSTS_1D),
+    "names_from_a_returning_branch": (hook('''
+        if pid % 3 == 0:
+            b = pid * 2
+            return b
+        else:
+            b = pid * 3
+        return b + 1
     '''), HOOK_1D, (257,), CONSTS_1D),
     "where_min_max_cdiv": (hook('''
         x = pid - 100
