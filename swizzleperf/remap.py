@@ -254,7 +254,7 @@ class _SubsetChecker:
 
     def constant(self, node: ast.Constant) -> None:
         value = node.value
-        if isinstance(value, bool) or isinstance(value, int):
+        if isinstance(value, int):  # bools included
             return
         if isinstance(value, str):
             raise _reject("string literals are not allowed (only the docstring)", node)

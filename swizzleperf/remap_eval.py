@@ -164,6 +164,7 @@ _CONST_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operato
                  ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
                  ast.RShift: operator.rshift, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
                  ast.BitXor: operator.xor}
+_CONST_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
 _COMPARE = {ast.Eq: np.equal, ast.NotEq: np.not_equal, ast.Lt: np.less, ast.LtE: np.less_equal,
             ast.Gt: np.greater, ast.GtE: np.greater_equal}
 _CONST_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -357,7 +358,7 @@ class _Evaluator:
         target = stmt.target.id
         carried = {k: v for k, v in env.items() if not isinstance(v, Dropped) and k != target}
         for i in trips:
-            start = {**carried, target: Tensor(index_ty, np.asarray(i, dtype=index_ty.np_dtype))}
+            start = {**env, **carried, target: Tensor(index_ty, np.asarray(i, dtype=index_ty.np_dtype))}
             end, _ = self.block(stmt.body, dict(start), lanes)
             for name, live in list(carried.items()):
                 new = end.get(name)
@@ -479,8 +480,7 @@ class _Evaluator:
         if isinstance(value, Const):
             if isinstance(op, ast.Not):
                 return Const(not value.value)
-            result = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[type(op)](value.value)
-            return Const(result)
+            return Const(_CONST_UNARY[type(op)](value.value))
         if isinstance(op, ast.UAdd):
             return value
         if isinstance(op, ast.Not):
