@@ -1,0 +1,223 @@
+"""Capture a kernel's memory trace from the real Triton kernel, once per problem, cached on disk.
+
+`capture_trace(kernel, size)` runs the kernel through its contract (`make_inputs(size, seed=0,
+device="cpu")`, `make_outputs`, `launch(..., num_xcds=8)` with the file's original hook) on the
+Triton CPU interpreter and records every load and store (see trace.py for the format). The trace
+does not depend on the remap: the simulator permutes programs, so a second call for the same
+kernel source and size is a cache hit, whatever remap is being evaluated.
+
+Capture runs in a child process: the interpreter must be enabled (TRITON_INTERPRET=1) before the
+kernel module is imported, and capture patches interpreter internals. The child streams progress
+lines to the parent and writes the trace to a file; the parent moves it into the cache atomically.
+
+Two modes, both exact:
+- "reference": the stock interpreter, program by program, its memory ops observed
+  (interp_reference.py). Slow (~0.03 M line accesses/s) and tolerant of interpreter versions.
+- "fast" (default): program-batched, lazily evaluated interpretation (interp_batched.py),
+  pinned to triton 3.9. After a fast capture a few programs (the first, the last, two random)
+  are re-run in reference mode and compared; where fast mode cannot be exact (or that check
+  disagrees) it hands the launch to reference mode and says why in `TraceMeta.fallback_reason`.
+
+A problem must be one kernel launch; `launch()` starting a second one is a TraceCaptureError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
+from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, meta_path, write_atomically
+
+Mode = Literal["fast", "reference"]
+
+CAPTURE_VERSION = 1  # bump when capture semantics change: it is part of every cache key
+VERIFY_PROGRAMS = 4
+_PROGRESS, _WARNING = "@@swizzleperf-progress", "@@swizzleperf-warning"
+
+
+# --- the cache -------------------------------------------------------------------------------
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("SWIZZLEPERF_CACHE") or Path.home() / ".cache" / "swizzleperf" / "traces")
+
+
+def versions() -> dict[str, str]:
+    """Versions a trace depends on (read from package metadata: importing torch is slow)."""
+    from swizzleperf import __version__
+
+    found = {name: importlib.metadata.version(name) for name in ("triton", "torch", "numpy")}
+    return {**found, "swizzleperf": __version__, "capture": f"{CAPTURE_VERSION}.{TRACE_FORMAT_VERSION}"}
+
+
+def cache_key(kernel: KernelFile, size: str, line_bytes: int) -> str:
+    blob = json.dumps({"kernel_sha256": kernel.sha256, "size": size, "size_values": kernel.size(size),
+                       "line_bytes": line_bytes, "versions": versions()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def cached_trace_path(kernel: KernelFile, size: str, line_bytes: int = 128, cache_dir: Path | None = None) -> Path:
+    key = cache_key(kernel, size, line_bytes)
+    return Path(cache_dir or default_cache_dir()) / f"{kernel.name}-{size}-{line_bytes}B-{key[:24]}.npz"
+
+
+def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_dir: Path | None = None,
+                  progress: Callable[[int, int], None] | None = None, *, mode: Mode = "fast",
+                  use_cache: bool = True, timeout: float | None = None) -> Trace:
+    """The kernel's trace at `size`: from the cache, else captured in a child process and cached.
+
+    `progress(done, total)` is called with programs captured so far (never on a cache hit).
+    Both modes give the same trace, so a cached trace serves either."""
+    if mode not in ("fast", "reference"):
+        raise TraceCaptureError(f"unknown capture mode {mode!r}; use 'fast' or 'reference'")
+    kernel.size(size)  # a ContractError naming the declared sizes
+    path = cached_trace_path(kernel, size, line_bytes, cache_dir)
+    if use_cache and path.exists() and meta_path(path).exists():
+        return Trace.load(path)
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
+        out = Path(tmp) / "trace.npz"
+        request = CaptureRequest(kernel_path=str(kernel.path), kernel_sha256=kernel.sha256, size=size,
+                                 line_bytes=line_bytes, mode=mode, out_path=str(out),
+                                 cache_key=cache_key(kernel, size, line_bytes))
+        _run_capture_child(request, Path(tmp), progress, timeout)
+        trace = Trace.load(out)
+        if use_cache:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(trace, TraceMeta.read(out), path)
+    return trace
+
+
+# --- the child process -----------------------------------------------------------------------
+
+class CaptureRequest(BaseModel):
+    """What the parent asks the capture child to do (written as JSON, never pickled)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kernel_path: str
+    kernel_sha256: str
+    size: str
+    line_bytes: int
+    mode: Mode
+    out_path: str
+    cache_key: str
+
+
+def _run_capture_child(request: CaptureRequest, workdir: Path, progress: Callable[[int, int], None] | None,
+                       timeout: float | None) -> None:
+    """Start the child, relay its progress and warnings, turn its failures into TraceCaptureError."""
+    request_path, error_path, stderr_path = workdir / "request.json", workdir / "error.json", workdir / "stderr.txt"
+    request_path.write_text(request.model_dump_json())
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    with open(stderr_path, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "swizzleperf.sim.capture", str(request_path), str(error_path)],
+                                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
+                                text=True, start_new_session=True)
+        timed_out = threading.Event()
+
+        def kill() -> None:
+            timed_out.set()
+            os.killpg(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(timeout, kill) if timeout else None
+        if timer:
+            timer.start()
+        try:
+            for line in proc.stdout:
+                if line.startswith(_PROGRESS) and progress:
+                    done, total = line.split()[1:3]
+                    progress(int(done), int(total))
+                elif line.startswith(_WARNING):
+                    warnings.warn(line[len(_WARNING):].strip(), RuntimeWarning, stacklevel=3)
+            proc.wait()
+        finally:
+            if timer:
+                timer.cancel()
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    what = f"trace capture of {Path(request.kernel_path).name} at size {request.size!r}"
+    if timed_out.is_set():
+        raise TraceCaptureError(f"{what} ran past its time limit of {timeout:g} s and was killed; "
+                                f"raise the timeout or capture a smaller size")
+    if error_path.exists():
+        raise TraceCaptureError(json.loads(error_path.read_text())["message"])
+    if proc.returncode != 0 or not Path(request.out_path).exists():
+        tail = "\n".join(stderr_path.read_text().strip().splitlines()[-15:])
+        raise TraceCaptureError(f"{what} crashed (exit code {proc.returncode})" + (f":\n{tail}" if tail else ""))
+
+
+def _child_main(request_path: str, error_path: str) -> int:
+    request = CaptureRequest.model_validate_json(Path(request_path).read_text())
+    try:
+        kernel = load_kernel(request.kernel_path)
+        if kernel.sha256 != request.kernel_sha256:
+            raise TraceCaptureError(f"{kernel.path} changed while its trace was being captured; capture again")
+
+        def progress(done: int, total: int) -> None:
+            print(f"{_PROGRESS} {done} {total}", flush=True)
+
+        def warn(message: str) -> None:
+            print(f"{_WARNING} {message}", flush=True)
+
+        trace, meta = record_trace(kernel, request.size, request.line_bytes, request.mode, progress, warn)
+        trace.save(Path(request.out_path), meta.model_copy(update={"cache_key": request.cache_key}))
+        return 0
+    except SwizzlePerfError as exc:
+        Path(error_path).write_text(json.dumps({"type": type(exc).__name__, "message": str(exc)}))
+        return 2
+
+
+# --- recording (runs where TRITON_INTERPRET=1 was set before the kernel was imported) ------
+
+def record_trace(kernel: KernelFile, size: str, line_bytes: int = 128, mode: Mode = "fast",
+                 progress: Callable[[int, int], None] | None = None,
+                 warn: Callable[[str], None] | None = None,
+                 programs: Sequence[int] | None = None) -> tuple[Trace, TraceMeta]:
+    """Run the kernel's launch on the interpreter in this process and record its trace.
+
+    `programs` restricts capture to those launch ids, renumbered 0..len-1, in reference mode
+    only: a measurement aid (benchmarks), never cached."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        raise TraceCaptureError("trace capture needs TRITON_INTERPRET=1 set before the kernel module is "
+                                "imported; use capture_trace(), which starts a child process with it")
+    if programs is not None and mode != "reference":
+        raise TraceCaptureError("capturing a subset of programs is supported in reference mode only")
+    from swizzleperf.sim.launch_capture import LaunchCapture
+
+    start = time.perf_counter()
+    values = kernel.size(size)
+    inputs = kernel.fn("make_inputs")(values, seed=0, device="cpu")
+    outputs = kernel.fn("make_outputs")(values, device="cpu")
+    session = LaunchCapture(mode, line_bytes, progress, warn or (lambda m: warnings.warn(m, RuntimeWarning)),
+                            programs, verify=VERIFY_PROGRAMS)
+    with session.intercept():
+        kernel.fn("launch")(inputs, outputs, values, num_xcds=8)
+    trace = session.result()
+    meta = TraceMeta(kernel=kernel.name, kernel_sha256=kernel.sha256, size_name=size, size=values,
+                     grid=kernel.grid(size), launch_grid=session.grid, line_bytes=line_bytes, mode=session.mode_used,
+                     requested_mode=mode, fallback_reason=session.fallback_reason,
+                     num_programs=trace.num_programs, num_events=trace.num_events,
+                     num_accesses=trace.num_accesses, batches=session.batches,
+                     verified_programs=session.verified, seconds=time.perf_counter() - start, versions=versions())
+    return trace, meta
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1], sys.argv[2]))
+

@@ -1,0 +1,158 @@
+"""The memory trace of one kernel launch: per program, the cache lines each load and store touches.
+
+This is the simulator's input. Programs are indexed by launch program id (x + y*nx + z*nx*ny)
+under the kernel's original remap hook; a candidate remap only permutes which launch slot runs
+which program, so one trace serves every candidate.
+
+Addresses live in a stable virtual layout (see `layout.py`): every tensor argument of the launch
+gets its own aligned base, so a trace is identical across runs and processes. An *event* is one
+load or store instruction of one program; it holds the distinct lines its active lanes touch,
+sorted. Events with no active lane are not recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from swizzleperf.errors import TraceCaptureError
+
+TRACE_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProgramTrace:
+    """A view of one program's events; `event_offsets` start at 0."""
+
+    lines: np.ndarray
+    is_store: np.ndarray
+    event_offsets: np.ndarray
+
+    @property
+    def num_events(self) -> int:
+        return len(self.event_offsets) - 1
+
+    def event(self, e: int) -> tuple[np.ndarray, bool]:
+        """The distinct sorted lines of event `e` and whether it is a store."""
+        lo, hi = self.event_offsets[e], self.event_offsets[e + 1]
+        return self.lines[lo:hi], bool(self.is_store[lo])
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    lines: np.ndarray            # int64 [n_accesses]: virtual byte address // line_bytes
+    is_store: np.ndarray         # bool [n_accesses]
+    event_offsets: np.ndarray    # int64 [n_events + 1]: event e = lines[event_offsets[e]:event_offsets[e+1]]
+    program_offsets: np.ndarray  # int64 [n_programs + 1]: program p owns events program_offsets[p]..[p+1]-1
+    line_bytes: int
+
+    def __post_init__(self):
+        n_acc, n_ev = len(self.lines), len(self.event_offsets) - 1
+        if (len(self.is_store) != n_acc or n_ev < 0 or len(self.program_offsets) < 1
+                or self.event_offsets[0] != 0 or self.event_offsets[-1] != n_acc
+                or self.program_offsets[0] != 0 or self.program_offsets[-1] != n_ev):
+            raise TraceCaptureError(
+                f"inconsistent trace arrays: {n_acc} lines, {len(self.is_store)} store flags, "
+                f"event_offsets {self.event_offsets[:1]}..{self.event_offsets[-1:]}, "
+                f"program_offsets {self.program_offsets[:1]}..{self.program_offsets[-1:]}")
+
+    @property
+    def num_programs(self) -> int:
+        return len(self.program_offsets) - 1
+
+    @property
+    def num_events(self) -> int:
+        return len(self.event_offsets) - 1
+
+    @property
+    def num_accesses(self) -> int:
+        return len(self.lines)
+
+    def unique_lines(self) -> np.ndarray:
+        """Every line the launch touches, once, sorted (its size is the compulsory-miss count)."""
+        return np.unique(self.lines)
+
+    def program(self, p: int) -> ProgramTrace:
+        e0, e1 = self.program_offsets[p], self.program_offsets[p + 1]
+        offsets = self.event_offsets[e0:e1 + 1]
+        lo, hi = offsets[0], offsets[-1]
+        return ProgramTrace(self.lines[lo:hi], self.is_store[lo:hi], offsets - lo)
+
+    def accesses_per_program(self) -> np.ndarray:
+        return np.diff(self.event_offsets[self.program_offsets])
+
+    def equals(self, other: Trace) -> bool:
+        return (self.line_bytes == other.line_bytes
+                and all(np.array_equal(getattr(self, f), getattr(other, f))
+                        for f in ("lines", "is_store", "event_offsets", "program_offsets")))
+
+    def save(self, path: Path, meta: TraceMeta) -> None:
+        """Write `path` (.npz) and its metadata beside it (.json). Not atomic: see capture.py."""
+        path = Path(path)
+        with open(path, "wb") as f:
+            np.savez(f, lines=self.lines, is_store=self.is_store, event_offsets=self.event_offsets,
+                     program_offsets=self.program_offsets, line_bytes=np.int64(self.line_bytes))
+        meta_path(path).write_text(meta.model_dump_json(indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> Trace:
+        try:
+            with np.load(Path(path), allow_pickle=False) as z:
+                return cls(lines=z["lines"], is_store=z["is_store"], event_offsets=z["event_offsets"],
+                           program_offsets=z["program_offsets"], line_bytes=int(z["line_bytes"]))
+        except (OSError, KeyError, ValueError) as exc:
+            raise TraceCaptureError(f"cannot read trace {path}: {exc}; delete it to capture again") from exc
+
+
+class TraceMeta(BaseModel):
+    """What a trace was captured from and how; written beside every saved trace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: int = TRACE_FORMAT_VERSION
+    kernel: str
+    kernel_sha256: str
+    size_name: str
+    size: dict[str, int]
+    grid: tuple[int, ...]                 # the hook's grid extents (kernel.grid(size))
+    launch_grid: tuple[int, int, int]     # the Triton launch grid (x, y, z)
+    line_bytes: int
+    mode: str                             # "fast" or "reference": how the trace was actually recorded
+    requested_mode: str
+    fallback_reason: str | None = None    # why fast mode handed over to reference mode
+    num_programs: int
+    num_events: int
+    num_accesses: int
+    batches: int = 0                      # fast mode: kernel bodies run (one per batch of programs)
+    verified_programs: list[int] = []     # fast mode: programs re-run in reference mode and compared
+    seconds: float
+    versions: dict[str, str]
+    cache_key: str = ""
+
+    @classmethod
+    def read(cls, trace_path: Path) -> TraceMeta:
+        return cls.model_validate_json(meta_path(Path(trace_path)).read_text())
+
+
+def meta_path(trace_path: Path) -> Path:
+    return Path(trace_path).with_suffix(".json")
+
+
+def write_atomically(trace: Trace, meta: TraceMeta, path: Path) -> None:
+    """Save to temporary names in the same directory, then rename: metadata first, the .npz last,
+
+    so a reader that finds the .npz also finds its metadata, and a crash leaves no half file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+    trace.save(tmp, meta)
+    os.replace(meta_path(tmp), meta_path(path))
+    os.replace(tmp, path)
+
+
+def versions_json(versions: dict[str, str]) -> str:
+    return json.dumps(versions, sort_keys=True)
