@@ -72,7 +72,8 @@ BLOCK_M, BLOCK_N, BLOCK_K = 128, 128, 64
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, num_xcds: int = 8, out: torch.Tensor | None = None) -> torch.Tensor:
-    assert a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0], f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}"
+    assert a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0], \
+        f"cannot multiply {tuple(a.shape)} by {tuple(b.shape)}"
     assert a.dtype == b.dtype and a.dtype in (torch.float16, torch.bfloat16, torch.float32), \
         f"A and B must share one of fp16, bf16, fp32; got {a.dtype} and {b.dtype}"
     M, K = a.shape

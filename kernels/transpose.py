@@ -69,7 +69,8 @@ def transpose(x: torch.Tensor, num_xcds: int = 8, out: torch.Tensor | None = Non
     assert x.ndim == 2, f"x must be 2D, got shape {tuple(x.shape)}"
     M, N = x.shape
     y = torch.empty(N, M, device=x.device, dtype=x.dtype) if out is None else out
-    assert y.shape == (N, M) and y.dtype == x.dtype, f"out must be ({N}, {M}) {x.dtype}, got {tuple(y.shape)} {y.dtype}"
+    assert y.shape == (N, M) and y.dtype == x.dtype, \
+        f"out must be ({N}, {M}) {x.dtype}, got {tuple(y.shape)} {y.dtype}"
     num_programs = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     transpose_kernel[(num_programs,)](
         x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),

@@ -113,17 +113,26 @@ class CorrectnessReport(BaseModel):
             raise RemapRejected("correctness", self.failure)
 
     @classmethod
-    def from_cases(cls, kernel: KernelFile, cases: list[CaseResult], *, device: str, num_xcds: int,
-                   sizes: list[str], seeds: list[int], seconds: float) -> CorrectnessReport:
-        """The report of cases that ran; its failure is the first failing case's reason."""
+    def from_cases(cls, kernel: KernelFile, cases: list[CaseResult], *, device: str, num_xcds: int, sizes: list[str],
+                   seeds: list[int], seconds: float, failure: str | None = None) -> CorrectnessReport:
+        """The report of the cases that ran; failure: why none ran, else the first failing case's reason."""
         atol, rtol = kernel.tolerance["atol"], kernel.tolerance["rtol"]
-        failure = next((c.reason(atol, rtol) for c in cases if not c.ok), None)
+        failure = failure or next((c.reason(atol, rtol) for c in cases if not c.ok), None)
         return cls(kernel=kernel.name, device=device, num_xcds=num_xcds, sizes=sizes, seeds=seeds,
                    tolerance=kernel.tolerance, cases=cases, failure=failure, seconds=seconds)
 
 
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def sizes_to_check(kernel: KernelFile, sizes: list[str] | None, device: str) -> list[str]:
+    """The sizes asked for, or by default CHECK_SIZES on the CPU interpreter and every size on a GPU."""
+    if sizes is None:
+        return list(kernel.check_sizes if device == "cpu" else kernel.sizes)
+    for name in sizes:
+        kernel.size(name)  # raises ContractError naming the declared sizes
+    return list(sizes)
 
 
 def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | None = None,
@@ -137,20 +146,17 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
     remap, a crash or a timeout included, is a failed report.
     """
     device = device or default_device()
-    sizes = list(kernel.check_sizes if device == "cpu" else kernel.sizes) if sizes is None else list(sizes)
-    for name in sizes:
-        kernel.size(name)  # raises ContractError naming the declared sizes
+    sizes = sizes_to_check(kernel, sizes, device)
     settings = dict(device=device, num_xcds=int(num_xcds), sizes=sizes, seeds=[int(s) for s in seeds])
     t0 = time.perf_counter()
 
     def failed(reason: str) -> CorrectnessReport:
-        report = CorrectnessReport.from_cases(kernel, [], **settings, seconds=time.perf_counter() - t0)
-        return report.model_copy(update={"failure": reason})
+        return CorrectnessReport.from_cases(kernel, [], **settings, seconds=time.perf_counter() - t0, failure=reason)
 
     with tempfile.TemporaryDirectory(prefix="swizzleperf-correctness-") as tmp:
         spliced = Path(tmp) / kernel.path.name
         spliced.write_text(kernel.with_hook(remap_source))
-        # Triton reads the interpreter flag when a kernel module's @triton.jit runs: set it both ways.
+        # Triton reads the flag as @triton.jit functions are built (its own, at import): set it both ways.
         env = {"TRITON_INTERPRET": "1" if device == "cpu" else "0"}
         try:
             child = run_in_child(_CHILD_TARGET, {"kernel_path": str(spliced), **settings}, timeout, env=env,
