@@ -552,6 +552,13 @@ def _hook_payload(hook: HookSignature) -> dict:
 
 def _evaluate_in_child(source: str, hook: HookSignature, grids: list[tuple[int, ...]],
                        constexprs: dict[str, int], timeout: float, what: str):
+    """Coordinates per grid from a child process, and the child's evaluation error if one stopped it."""
+    missing = [c for c in hook.constexprs if c not in constexprs]
+    if missing:  # a caller's mistake, not the candidate's: fail here rather than in the child
+        raise ValueError(f"no value for the hook's constexpr parameter(s) {', '.join(missing)}; pass constexprs=")
+    bad = [g for g in grids if len(g) != hook.ndim or min(g) < 1]
+    if bad:
+        raise ValueError(f"grids {bad} do not fit {hook.render()}: each needs {hook.ndim} positive extent(s)")
     payload = {"source": source, "hook": _hook_payload(hook), "grids": [list(g) for g in grids],
                "constexprs": {k: int(v) for k, v in constexprs.items()}}
     result = run_in_child("swizzleperf.remap_eval:evaluate_grids_child", payload, timeout, what=what)

@@ -575,6 +575,13 @@ def test_out_of_range_and_evaluation_failures_are_reported():
     assert "divides by zero for program 0" in bad.message
 
 
+def test_caller_mistakes_are_not_blamed_on_the_candidate():
+    with pytest.raises(ValueError, match="NUM_XCDS"):
+        check_bijective(IDENTITY, HOOK_1D, [(8,)], {})
+    with pytest.raises(ValueError, match="2 positive extent"):
+        logical_ids(XCD_GROUPED_2D, HOOK_2D, (8,), CONSTS_2D)
+
+
 def test_find_failure_reports_2d_coordinates():
     coords = np.array([[0, 0], [0, 1], [0, 1], [1, 1]], dtype=np.int64)
     failure = find_bijectivity_failure(coords, (2, 2))
