@@ -104,11 +104,12 @@ SIZES = {
     # 128 lines of A + 64 rows x 2 lines of B = 256 lines, 80 steps, plus 128 x 4 lines of fp32 C:
     # 864 * 20,992 = 18.1 M line accesses. On MI300X (8 XCDs x 76 resident programs), the identity
     # gives each XCD 27 of the 108 tile columns (gcd(108, 8) = 4) over ~6 tile rows: ~33 panels per
-    # 152 tile loads per K step, where an 8 x 9.5 block needs ~18. A scratch per-XCD 16-way LRU
-    # model (modulo or XOR-folded set index alike) predicts L2 hit rates of 69 % for the identity,
-    # 84 % for XCD-contiguous + GROUP_M = 8, 48 % for XCD-contiguous alone (each XCD then sweeps
-    # one tile row at a time), with a ceiling of 91 %. K = 5120 is not a power of two, so A's row
-    # stride does not fold a group's A tiles into a few L2 sets under modulo indexing (K = 4096 does).
+    # 152 tile loads per K step, where an 8 x 9.5 block needs ~18. The simulator (mi300x preset)
+    # predicts L2 hit rates of 69 % for the identity, 84 % for XCD-contiguous + GROUP_M = 8 (82 %
+    # with GROUP_M = 4) and 48 % for XCD-contiguous alone (each XCD then sweeps one tile row at a
+    # time), ceiling 91 %; a scratch model with an XOR-folded set index agrees. K = 5120 is not a
+    # power of two, so A's row stride does not fold a group's A tiles into a few L2 sets under
+    # modulo indexing (K = 4096 does: 42 % for XCD-contiguous + GROUP_M = 8 in the scratch model).
     "medium": {"M": 1024, "N": 13824, "K": 5120},
     "large": {"M": 4096, "N": 13824, "K": 5120},
 }

@@ -85,12 +85,12 @@ SIZES = {
     "tiny": {"M": 100, "N": 70},    # 4 x 3 = 12 tiles, ragged on both edges
     "small": {"M": 200, "N": 264},  # 7 x 9 = 63 tiles
     # 128 x 256 = 32,768 tiles, each 32 input lines + 32 output lines: 2.1 M line accesses, 1.05 M
-    # unique (ceiling 50 %). A scratch per-XCD 16-way LRU model of MI300X predicts L2 hit rates of
-    # 25 % for the identity with an XOR-folded set index (vertical pairs share a die because
-    # 256 % 8 == 0; horizontal pairs never do) and 0 % with a modulo index (the 8 KB output row
-    # stride maps every tile of a tile row onto the same 32 sets, which thrash before the
-    # vertical partner comes); XCD-contiguous bands 50 % (XOR) / 25 % (modulo);
-    # XCD-contiguous + 2 x 2 grouping 50 % under both.
+    # unique (ceiling 50 %). The simulator (mi300x preset, modulo set index) predicts L2 hit rates
+    # of 0 % for the identity, 25 % for XCD-contiguous bands (input pairs only: the 8 KB output row
+    # stride maps every tile of a tile row onto the same 32 sets, which thrash before the vertical
+    # partner comes) and 50 % for XCD-contiguous + 2 x 2 grouping. With an XOR-folded set index a
+    # scratch model gives 25 % for the identity (vertical pairs share a die as 256 % 8 == 0;
+    # horizontal pairs never do) and 50 % for both remaps.
     "medium": {"M": 4096, "N": 8192},
     "large": {"M": 16384, "N": 16384},
 }
