@@ -216,6 +216,8 @@ def optimize(kernel_path: Optional[Path] = typer.Argument(None, metavar="KERNEL"
              model: Optional[str] = typer.Option(None, "--model", help="LLM as provider/name, e.g. openai/gpt-4o"),
              api_base: Optional[str] = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --model"),
              llm_mode: str = typer.Option("aware", "--llm-context", help="aware | unaware | overload (paper baselines)"),
+             llm_timeout: float = typer.Option(180.0, "--llm-timeout", help="seconds to wait for one model answer"),
+             llm_retries: int = typer.Option(3, "--llm-retries", help="retries of a transient model error"),
              write: bool = typer.Option(False, "--write", help="write the best remap into KERNEL itself"),
              resume: Optional[str] = typer.Option(None, "--resume", help="continue a run (path, name or 'latest')"),
              runs_dir: Path = RunsDirOpt) -> None:
@@ -223,7 +225,8 @@ def optimize(kernel_path: Optional[Path] = typer.Argument(None, metavar="KERNEL"
     from swizzleperf.session import OptimizeRequest, run_optimize
     request = OptimizeRequest(kernel_path=kernel_path, hardware=hw_name, profiler=profiler_name,
                               proposer=proposer_name, iterations=iterations, patience=patience, size=size,
-                              seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, write=write,
+                              seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, llm_timeout=llm_timeout,
+                              llm_retries=llm_retries, write=write,
                               resume=resume, runs_dir=runs_dir)
     run_optimize(request, console)
 

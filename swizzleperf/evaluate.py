@@ -58,7 +58,7 @@ class CandidateEvaluator:
                 report = produced
             if not ok:
                 break
-        diff = kernel_diff(self.kernel, proposal.source) if stages[-1].stage != "propose" or stages[-1].ok else ""
+        diff = kernel_diff(self.kernel, proposal.source) if proposal.source.strip() else ""
         return Attempt(iteration=iteration, origin=proposal.origin, family=proposal.family,
                        rationale=proposal.rationale, source=proposal.source, diff=diff, stages=stages,
                        report=report, usage=proposal.usage, started_at=started, seconds=time.perf_counter() - t0)

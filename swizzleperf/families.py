@@ -79,7 +79,7 @@ def _order_xcd_chunked(hook: HookSignature, chunk: int, dies: int | None = None)
     return [
         f"    count = {_count(hook)}",
         f"    per_round = {n} * {chunk}",
-        f"    full = count - count % per_round",
+        "    full = count - count % per_round",
         f"    lid = {hook.pid}",
         f"    if {hook.pid} < full:",
         f"        r = {hook.pid} // per_round",

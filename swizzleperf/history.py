@@ -70,7 +70,8 @@ class Attempt(BaseModel):
             diff = diff[:max_diff_lines] + [f"... ({len(diff) - max_diff_lines} more lines)"]
         failure = self.failure
         return AttemptView(
-            iteration=self.iteration, origin=self.origin, family=self.family, diff="\n".join(diff),
+            iteration=self.iteration, origin=self.origin, family=self.family, source=self.source,
+            diff="\n".join(diff),
             accepted=self.accepted, stage=failure.stage if failure else None,
             reason=failure.detail if failure else None,
             hit_pct=self.report.hit_pct if self.report else None,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swizzleperf import artifacts
-from swizzleperf.errors import RunError, SwizzlePerfError
+from swizzleperf.errors import LLMError, RunError, SwizzlePerfError
 from swizzleperf.evaluate import CandidateEvaluator
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import RANKING_RULE, Attempt, History, Stage
@@ -87,12 +87,17 @@ def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: Can
         context = ProposalContext(
             kernel=kernel, hardware=record.hardware, baseline=history.baseline().report,
             history=history.views(), every_attempt=tuple(history.all_views()), iteration=iteration,
-            seen_sources=frozenset(_normalised(a.source) for a in history.attempts))
+            seen_sources=frozenset(_normalised(a.source) for a in history.attempts),
+            best=history.best().report)
         try:
             proposal = proposer.propose(context)
+        except LLMError as exc:  # the client already retried: record it and stop rather than burn patience
+            _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc), observer)
+            reason = f"the model failed after its retries: {exc}"
+            break
         except SwizzlePerfError as exc:
-            proposal = Proposal(source="", family="(proposer failed)", origin=_origin(proposer),
-                                extraction_error=f"the proposer failed: {exc}")
+            _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc), observer)
+            continue
         if proposal is None:
             reason = f"the {proposer.name} proposer has nothing new to try"
             break
@@ -121,6 +126,12 @@ def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer)
         record.usage = record.usage + attempt.usage
     run.save()
     observer.attempt(attempt, history)
+
+
+def _failed_proposal(evaluator: CandidateEvaluator, proposer: Proposer, iteration: int, exc: Exception) -> Attempt:
+    proposal = Proposal(source="", family="(proposer failed)", origin=_origin(proposer),
+                        extraction_error=f"the proposer failed: {exc}")
+    return evaluator.evaluate(proposal, iteration)
 
 
 def _attempts_since_best(history: History) -> int:

@@ -9,15 +9,27 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 Source = Literal["sim", "ncu", "rocprofv3"]
 
 
-class DomainStats(BaseModel):
-    """One L2 domain (XCD) of the simulated or measured GPU."""
+class _ReadsItsOwnJSON(BaseModel):
+    """Computed fields are written for people reading the JSON; drop them when reading it back."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data):
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
+        return data
+
+
+class DomainStats(_ReadsItsOwnJSON):
+    """One L2 domain (XCD) of the simulated or measured GPU."""
+
     domain: int
     programs: int | None = None
     accesses: int
@@ -47,8 +59,7 @@ class Timing(BaseModel):
     source: str = "do_bench"
 
 
-class BottleneckReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BottleneckReport(_ReadsItsOwnJSON):
     schema_version: int = 1
 
     source: Source

@@ -40,17 +40,25 @@ class OptimizeRequest:
     model: str | None
     api_base: str | None
     llm_mode: str
+    llm_timeout: float
+    llm_retries: int
     write: bool
     resume: str | None
     runs_dir: Path
 
 
-def make_proposer(name: str, seed: int, model: str | None, api_base: str | None, llm_mode: str) -> Proposer:
+def make_proposer(name: str, seed: int, llm: dict) -> Proposer:
+    """The proposer by name; `llm` holds model, api_base, mode, timeout_s, retries."""
     if name == "search":
         return SearchProposer(seed=seed)
     if name in ("llm", "hybrid"):
         from swizzleperf.proposers.llm import make_llm_proposer
-        return make_llm_proposer(name, model=model, api_base=api_base, mode=llm_mode, seed=seed)
+        model = make_llm_proposer(llm.get("model"), api_base=llm.get("api_base"), mode=llm.get("mode", "aware"),
+                                  timeout_s=llm.get("timeout_s", 180.0), retries=llm.get("retries", 3))
+        if name == "llm":
+            return model
+        from swizzleperf.proposers.hybrid import HybridProposer
+        return HybridProposer(model, SearchProposer(seed=seed))
     raise RunError(f"unknown proposer '{name}': use search, llm or hybrid")
 
 
@@ -105,8 +113,7 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
         rec = run.record
         spec = rec.hardware
         profiler, _ = select_profiler(rec.profiler, spec, progress=on_capture)
-        proposer = make_proposer(rec.proposer, rec.seed, rec.proposer_options.get("model"),
-                                 rec.proposer_options.get("api_base"), rec.proposer_options.get("mode", "aware"))
+        proposer = make_proposer(rec.proposer, rec.seed, rec.proposer_options)
         rec.status, rec.status_detail = "running", f"resumed with {len(run.load_history())} attempts on disk"
         run.save()
         console.print(f"resuming [bold]{rec.run_id}[/]: {rec.status_detail}")
@@ -118,9 +125,10 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
         kernel.size(size)
         spec, hw_why = hardware.resolve(request.hardware)
         profiler, prof_why = select_profiler(request.profiler, spec, progress=on_capture)
-        proposer = make_proposer(request.proposer, request.seed, request.model, request.api_base, request.llm_mode)
-        options = {"model": request.model, "api_base": request.api_base, "mode": request.llm_mode} \
-            if request.proposer != "search" else {}
+        options = {} if request.proposer == "search" else {
+            "model": request.model, "api_base": request.api_base, "mode": request.llm_mode,
+            "timeout_s": request.llm_timeout, "retries": request.llm_retries}
+        proposer = make_proposer(request.proposer, request.seed, options)
         run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
                         LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed))
         console.print(f"[bold]swizzleperf optimize[/] {kernel.path.name} [{size}] on {spec.name} ({hw_why})\n"

@@ -1,7 +1,5 @@
 """Hardware specs: presets, spec files and their errors."""
 
-import json
-
 import pytest
 
 from swizzleperf import hardware

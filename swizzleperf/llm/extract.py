@@ -14,6 +14,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from swizzleperf.adapt import fit_signature, render_function
 from swizzleperf.kernel import HookSignature
 
 # ChatAdapter's section marker `[[ ## name ## ]]`, tolerant of spacing.
@@ -170,93 +171,6 @@ def _helpers_called(node: ast.FunctionDef, tree: ast.Module) -> list[str]:
     return sorted(called & defined)
 
 
-def _names_used(node: ast.FunctionDef) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-class _Rename(ast.NodeTransformer):
-    def __init__(self, mapping: dict[str, str]):
-        self.mapping = mapping
-
-    def visit_Name(self, node: ast.Name) -> ast.Name:
-        node.id = self.mapping.get(node.id, node.id)
-        return node
-
-
-def _fit_signature(node: ast.FunctionDef, hook: HookSignature) -> tuple[str | None, list[str], bool]:
-    """Make the function's parameters the hook's, where that is unambiguous.
-
-    Returns (error, notes, changed). Parameters are mapped by position only when the counts
-    match, no expected name sits at another position (a reordering is not guessed at), and
-    no new name collides with a name the body already uses.
-    """
-    args = node.args
-    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
-        return "the remap function must take plain positional parameters without defaults", [], False
-    got = [a.arg for a in args.args]
-    want = list(hook.params)
-    expected = f"`{hook.render()}`"
-    if len(got) != len(want):
-        return f"the remap function takes ({', '.join(got)}) but the hook's signature is {expected}", [], False
-
-    notes: list[str] = []
-    changed = False
-    mapping = {g: w for g, w in zip(got, want) if g != w}
-    if mapping:
-        moved = [g for g in mapping if g in want]
-        if moved:
-            return (f"the remap function's parameters ({', '.join(got)}) are not in the hook's order; "
-                    f"use exactly {expected}"), [], False
-        params = set(got)
-        clashes = sorted((_names_used(node) - params) & set(mapping.values()))
-        if clashes:
-            return (f"the remap function's parameters ({', '.join(got)}) differ from {expected} and its body "
-                    f"already uses {', '.join(clashes)}; use the hook's parameter names"), [], False
-        _Rename(mapping).visit(node)
-        for arg in args.args:
-            arg.arg = mapping.get(arg.arg, arg.arg)
-        notes.append("renamed parameters " + ", ".join(f"{g} -> {w}" for g, w in mapping.items())
-                     + " (by position) to match the hook's signature")
-        changed = True
-
-    constexpr_from = len(hook.params) - len(hook.constexprs)
-    for index, arg in enumerate(args.args):
-        annotation = None if arg.annotation is None else ast.unparse(arg.annotation)
-        wanted = "tl.constexpr" if index >= constexpr_from else None
-        if annotation == wanted:
-            continue
-        arg.annotation = None if wanted is None else ast.parse(wanted, mode="eval").body
-        if wanted is not None:
-            notes.append(f"annotated {arg.arg} as tl.constexpr" + (f" (was {annotation})" if annotation else ""))
-        else:
-            notes.append(f"removed the annotation {annotation} of {arg.arg} (the hook takes it unannotated)")
-        changed = True
-    if node.returns is not None:
-        notes.append(f"removed the return annotation {ast.unparse(node.returns)}")
-        node.returns = None
-        changed = True
-    return None, notes, changed
-
-
-def _render(node: ast.FunctionDef, lines: list[str], changed: bool, old_name: str) -> tuple[str, list[str]]:
-    """The function's source: its own text when only its name changed (comments kept), else unparsed."""
-    notes: list[str] = []
-    decorators = [ast.unparse(d) for d in node.decorator_list]
-    if decorators != ["triton.jit"]:
-        node.decorator_list = [ast.parse("triton.jit", mode="eval").body]
-        notes.append(f"replaced the decorators {', '.join('@' + d for d in decorators)} with @triton.jit"
-                     if decorators else "added the @triton.jit decorator")
-        changed = True
-    if changed:
-        notes.append("rewrote the function from its syntax tree (comments are not kept)")
-        return ast.unparse(node) + "\n", notes
-    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-    text = lines[start - 1:node.end_lineno]
-    def_line = node.lineno - start
-    text[def_line] = re.sub(rf"\bdef\s+{re.escape(old_name)}\b", f"def {node.name}", text[def_line], count=1)
-    return textwrap.dedent("\n".join(text)) + "\n", notes
-
-
 def _from_tree(tree: ast.Module, lines: list[str], hook: HookSignature) -> Extraction:
     node, error, notes = _choose_function(tree, hook)
     if node is None:
@@ -266,10 +180,10 @@ def _from_tree(tree: ast.Module, lines: list[str], hook: HookSignature) -> Extra
         return _failure(f"the remap function calls {', '.join(helpers)}() defined outside it; only the remap "
                         f"function is kept, so inline that logic into {hook.name}()", hook)
     old_name, node.name = node.name, hook.name
-    error, fit_notes, changed = _fit_signature(node, hook)
+    error, fit_notes, changed = fit_signature(node, hook)
     if error:
         return _failure(error, hook)
-    source, render_notes = _render(node, lines, changed, old_name)
+    source, render_notes = render_function(node, lines, changed, old_name)
     return Extraction(source=source, notes=tuple(notes + fit_notes + render_notes))
 
 

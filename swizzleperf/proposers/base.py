@@ -51,6 +51,7 @@ class AttemptView(BaseModel):
     iteration: int
     origin: Origin
     family: str
+    source: str = Field("", description="the remap as proposed")
     diff: str = Field(description="unified diff of the remap hook against the original")
     accepted: bool
     stage: str | None = Field(None, description="where a rejected attempt failed: static, bijectivity, ...")
@@ -63,11 +64,12 @@ class AttemptView(BaseModel):
 class ProposalContext:
     kernel: KernelFile
     hardware: HardwareSpec
-    baseline: BottleneckReport
+    baseline: BottleneckReport  # the original remap's report
     history: list[AttemptView]  # bounded: the best few and the latest, with diffs (what a prompt shows)
     iteration: int
     every_attempt: tuple[AttemptView, ...] = ()  # all attempts, without diffs (what a search learns from)
     seen_sources: frozenset[str] = frozenset()  # normalised sources already tried: never repeat one
+    best: BottleneckReport | None = None  # the best accepted attempt's report so far
 
 
 class Proposer(Protocol):

@@ -92,6 +92,17 @@ class SearchProposer:
                     return proposal
         return None
 
+    def refine(self, context: ProposalContext, anchor: FamilyInstance, why: str) -> Proposal | None:
+        """The untried instance of `anchor`'s family nearest to it (the anchor itself first)."""
+        space = candidate_space(context.kernel.hook, context.hardware).get(anchor.family, [])
+        tried = {v.family for v in context.every_attempt}
+        for candidate in sorted((i for i in space if i.label not in tried),
+                                key=lambda i: (_distance(i, anchor), space.index(i))):
+            proposal = self._proposal(candidate, context, why)
+            if proposal is not None:
+                return proposal
+        return None
+
     def _proposal(self, instance: FamilyInstance, context: ProposalContext, why: str) -> Proposal | None:
         source = instance.render(context.kernel.hook)
         if normalise(source) in context.seen_sources:

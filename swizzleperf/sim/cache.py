@@ -94,28 +94,44 @@ def _access_ordered(tags, s, line, ways):
 
 
 @numba.njit(cache=True, nogil=True)
-def access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits, ways, hit_flags):
-    """Replay `lines[start:stop]` in order; returns the hit count.
+def _first_touch(seen_bits, line_id):
+    """Mark `line_id` seen; True if it was not seen before."""
+    word, bit = line_id >> 6, np.uint64(1) << np.uint64(line_id & 63)
+    if seen_bits[word] & bit:
+        return False
+    seen_bits[word] |= bit
+    return True
 
-    `hit_flags` is bool[len(lines)] to record each access's outcome, or empty to skip that.
-    The packed-or-ordered choice is made once per range, not per access: inside the loop
+
+@numba.njit(cache=True, nogil=True)
+def access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits, ways,
+                 line_ids, seen_bits, hit_flags):
+    """Replay `lines[start:stop]` in order; returns (hits, compulsory misses).
+
+    A miss is compulsory when its line was never accessed before: `seen_bits` is a bitset over
+    `line_ids` (dense line numbers), consulted only on misses since a hit is never a first
+    access; pass it empty to skip the count. `hit_flags` is bool[len(lines)] to record each
+    outcome, or empty. The packed-or-ordered choice is made once per range: made per access,
     it halves the speed.
     """
+    count_compulsory = seen_bits.shape[0] > 0
     record = hit_flags.shape[0] > 0
     hits = 0
-    if ways <= PACKED_MAX_WAYS:
-        for k in range(start, stop):
-            hit = _access_packed(tags, recency, set_of(lines[k], scheme, num_sets, set_bits), lines[k], ways)
-            hits += hit
-            if record:
-                hit_flags[k] = hit
-    else:
-        for k in range(start, stop):
-            hit = _access_ordered(tags, set_of(lines[k], scheme, num_sets, set_bits), lines[k], ways)
-            hits += hit
-            if record:
-                hit_flags[k] = hit
-    return hits
+    compulsory = 0
+    packed = ways <= PACKED_MAX_WAYS
+    for k in range(start, stop):
+        s = set_of(lines[k], scheme, num_sets, set_bits)
+        if packed:
+            hit = _access_packed(tags, recency, s, lines[k], ways)
+        else:
+            hit = _access_ordered(tags, s, lines[k], ways)
+        if hit:
+            hits += 1
+        elif count_compulsory:
+            compulsory += _first_touch(seen_bits, line_ids[k])
+        if record:
+            hit_flags[k] = hit
+    return hits, compulsory
 
 
 # --- the Python face ---------------------------------------------------------------------------
@@ -180,5 +196,7 @@ def simulate_stream(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
         raise ValueError("line addresses must be non-negative")
     tags, recency = geometry.empty_state()
     hit_flags = np.zeros(lines.shape[0], dtype=np.bool_)
-    access_range(lines, 0, lines.shape[0], tags, recency, *geometry.kernel_args, hit_flags)
+    nothing = np.zeros(0, dtype=np.int64)
+    access_range(lines, 0, lines.shape[0], tags, recency, *geometry.kernel_args, nothing, nothing.view(np.uint64),
+                 hit_flags)
     return hit_flags

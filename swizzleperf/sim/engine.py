@@ -153,12 +153,10 @@ def _replay_domain(lines, line_ids, event_offsets, program_offsets, queue, resid
             if event == end_event[i]:
                 continue
             start, stop = event_offsets[event], event_offsets[event + 1]
-            hits += access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits, ways, no_flags)
-            for k in range(start, stop):
-                word, bit = line_ids[k] >> 6, np.uint64(1) << np.uint64(line_ids[k] & 63)
-                if not seen_bits[word] & bit:
-                    seen_bits[word] |= bit
-                    unique += 1
+            event_hits, first_touches = access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits,
+                                                     ways, line_ids, seen_bits, no_flags)
+            hits += event_hits
+            unique += first_touches
             accesses += stop - start
             next_event[i] = event + 1
             if event + 1 == end_event[i]:  # finished: the next queued program takes this position

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -47,8 +48,8 @@ from swizzleperf.sim.interp_reference import PreparedLaunch, language_patched
 
 SUPPORTED_TRITON = "3.9."
 
-LANE_BUDGET = 1 << 20   # lanes of one memory instruction across a batch (pointer arrays of 16 MiB)
-HELD_BUDGET = 1 << 24   # lanes of pointer arrays that lazy loads of one batch may keep alive
+LANE_BUDGET = 1 << 20   # lanes of one memory instruction across a batch (pointer arrays of 8 MiB)
+HELD_BUDGET = 1 << 23   # lanes of pointer arrays that unforced lazy loads may keep alive
 MAX_BATCH = 4096
 
 
@@ -58,6 +59,10 @@ class NeedsReference(BaseException):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class _Expired(BaseException):
+    """A lazy load dropped to bound memory was needed after all: rerun without dropping."""
 
 
 class _Diverged(BaseException):
@@ -133,11 +138,19 @@ def _lazy_class(tensor_handle_cls):
         def data(self):
             return self._force().data
 
+        def expire(self) -> None:
+            """Forget how to compute the value (and the arrays that takes); forcing it now raises."""
+            self._compute, self._inputs = _raise_expired, ()
+
         @property
         def dtype(self):
             return self._force().dtype
 
     return _Lazy
+
+
+def _raise_expired():
+    raise _Expired()
 
 
 def _unforced(values) -> list:
@@ -150,7 +163,7 @@ class BatchedCapture:
     """Runs a prepared launch batch by batch and collects its events into a TraceBuilder."""
 
     def __init__(self, launch: PreparedLaunch, line_bytes: int,
-                 progress: Callable[[int, int], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None, expire: bool = True):
         self.launch = launch
         self.layout = launch.layout
         self.shift = line_shift(line_bytes)
@@ -165,6 +178,9 @@ class BatchedCapture:
         self._lanes_in_batch = 0
         self._max_lanes = 0
         self._held = 0
+        self.expire = expire
+        self._live: deque[tuple[weakref.ref, int]] = deque()  # unforced lazy loads, oldest first
+        self._live_lanes = 0
         self.batches = 0
         self.lazy_forced = 0
         self.Lazy = None  # the TensorHandle subclass, set by batched_interpreter()
@@ -192,8 +208,21 @@ class BatchedCapture:
     def touches_poison(self, lines: np.ndarray) -> bool:
         return self._poisoned is not None and bool(self._poisoned[lines].any())
 
-    def hold(self, lanes: int) -> None:
+    def hold(self, load, lanes: int) -> None:
+        """A lazy load keeps `lanes` pointer lanes alive. Past the budget, the oldest are expired:
+
+        values that nothing reads (GEMM's operands feeding a never-read accumulator) need not stay."""
         self._held += lanes
+        if not self.expire:
+            return
+        self._live.append((weakref.ref(load), lanes))
+        self._live_lanes += lanes
+        while self._live_lanes > HELD_BUDGET and len(self._live) > 1:
+            ref, n = self._live.popleft()
+            self._live_lanes -= n
+            old = ref()
+            if old is not None and old._value is None:
+                old.expire()
 
     # the loop
     def run(self, fn: Callable, kernel_args: dict) -> TraceBuilder:
@@ -221,7 +250,7 @@ class BatchedCapture:
     def _batch_size(self) -> int:
         """From the probe program: keep each instruction and the lazily held pointers within budget."""
         per_instr = LANE_BUDGET // max(self._max_lanes, 1)
-        per_held = HELD_BUDGET // max(self._held, 1)
+        per_held = MAX_BATCH if self.expire else HELD_BUDGET // max(self._held, 1)
         return int(max(1, min(MAX_BATCH, per_instr, per_held)))
 
     def _run_batch(self, fn: Callable, kernel_args: dict, ids: np.ndarray) -> None:
@@ -231,6 +260,8 @@ class BatchedCapture:
         self.batch = EventBatch(programs=ids)
         self._poison_log = []
         self._held = 0
+        self._live.clear()
+        self._live_lanes = 0
         self.batches += 1
         try:
             fn(**kernel_args)
@@ -391,8 +422,9 @@ def _batched_ops(engine: BatchedCapture, interp) -> dict[str, Callable]:
             engine.lazy_forced += 1
             return TH(interp._interpreter.load(np.broadcast_to(p, shape), mb, ob, dtype_np), dtype_tt)
 
-        engine.hold(p.size)
-        return engine.Lazy(compute, _unforced([other]))
+        load = engine.Lazy(compute, _unforced([other]))
+        engine.hold(load, p.size)
+        return load
 
     def create_masked_store(self, ptrs, value, mask, cache_policy):
         engine.poison(engine.record(ptrs.data, None if mask is None else mask.data, is_store=True))
@@ -709,7 +741,14 @@ _MISSING = object()
 def capture_batched(launch: PreparedLaunch, line_bytes: int,
                     progress: Callable[[int, int], None] | None = None) -> BatchedCapture:
     """Run the whole launch batched. Raises NeedsReference when only reference mode can be exact."""
-    engine = BatchedCapture(launch, line_bytes, progress)
+    try:
+        return _capture_batched(launch, line_bytes, progress, expire=True)
+    except _Expired:  # a value was read long after its load: keep every load, in smaller batches
+        return _capture_batched(launch, line_bytes, progress, expire=False)
+
+
+def _capture_batched(launch: PreparedLaunch, line_bytes: int, progress, expire: bool) -> BatchedCapture:
+    engine = BatchedCapture(launch, line_bytes, progress, expire)
     with batched_interpreter(engine), language_patched(launch) as kernel_args:
         engine.run(launch.executor.fn, kernel_args)
     return engine
