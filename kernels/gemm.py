@@ -109,7 +109,7 @@ SIZES = {
     # with GROUP_M = 4) and 48 % for XCD-contiguous alone (each XCD then sweeps one tile row at a
     # time), ceiling 91 %; a scratch model with an XOR-folded set index agrees. K = 5120 is not a
     # power of two, so A's row stride does not fold a group's A tiles into a few L2 sets under
-    # modulo indexing (K = 4096 does: 42 % for XCD-contiguous + GROUP_M = 8 in the scratch model).
+    # modulo indexing (with K = 4096 the scratch model drops XCD-contiguous + GROUP_M = 8 to ~42 %).
     "medium": {"M": 1024, "N": 13824, "K": 5120},
     "large": {"M": 4096, "N": 13824, "K": 5120},
 }
