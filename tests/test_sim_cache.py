@@ -5,7 +5,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from swizzleperf.sim.cache import CacheGeometry, set_indices, set_of, simulate_stream
+from swizzleperf.sim.cache import CacheGeometry, access_range, set_indices, set_of, simulate_stream
 
 
 # --- the oracle: written from the definitions, sharing nothing with the numba code -------------
@@ -79,6 +79,18 @@ def test_matches_oracle_access_by_access(geometry):
         assert first_wrong.size == 0, f"{name}: first disagreement at access {first_wrong[:1]}"
     random_hits = simulate_stream(streams["random"], geometry).mean()
     assert 0.05 < random_hits < 0.95, "the random stream must exercise both hits and evictions"
+
+
+def test_compulsory_misses_count_each_distinct_line_once():
+    geometry = CacheGeometry(4, 2)
+    lines = random_stream(np.random.default_rng(3), geometry, 2000)
+    distinct, line_ids = np.unique(lines, return_inverse=True)
+    tags, recency = geometry.empty_state()
+    seen_bits = np.zeros(len(distinct) // 64 + 1, dtype=np.uint64)
+    hits, compulsory = access_range(lines, 0, len(lines), tags, recency, *geometry.kernel_args,
+                                    line_ids.astype(np.int32), seen_bits, np.zeros(0, dtype=bool))
+    assert hits == sum(oracle_hits(lines, 4, 2, "modulo"))
+    assert compulsory == len(distinct) < len(lines) - hits  # capacity and conflict misses are not counted
 
 
 def test_lru_evicts_the_least_recently_used_way():

@@ -12,9 +12,11 @@ cost a few dozen instructions and touch little memory. State per set:
 - above 16 ways (no room for the order in one word) the tags themselves are kept in recency
   order and a hit moves its tag to the front. Same results, more data moved per access.
 
-Stores are accesses like loads (write-allocate; write-back traffic is not modelled). The set
-index function is pluggable (`SET_INDEX`): MI300X's hash is unpublished, so the simulator can
-show how much a prediction depends on it.
+Stores are accesses like loads (write-allocate; write-back traffic is not modelled). Misses on
+lines never accessed before (compulsory misses) are counted on the side: that is the number of
+distinct lines the domain fetched, what a remap can lower. The set-index function is pluggable
+(`SET_INDEX`): MI300X's hash is unpublished, so the simulator can show how much a prediction
+depends on it.
 """
 
 from __future__ import annotations
@@ -111,8 +113,8 @@ def access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits, 
     A miss is compulsory when its line was never accessed before: `seen_bits` is a bitset over
     `line_ids` (dense line numbers), consulted only on misses since a hit is never a first
     access; pass it empty to skip the count. `hit_flags` is bool[len(lines)] to record each
-    outcome, or empty. The packed-or-ordered choice is made once per range: made per access,
-    it halves the speed.
+    outcome, or empty. `packed` is loop-invariant, so LLVM unswitches the loop on it (measured:
+    as fast as two hand-written loops).
     """
     count_compulsory = seen_bits.shape[0] > 0
     record = hit_flags.shape[0] > 0
@@ -196,7 +198,6 @@ def simulate_stream(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
         raise ValueError("line addresses must be non-negative")
     tags, recency = geometry.empty_state()
     hit_flags = np.zeros(lines.shape[0], dtype=np.bool_)
-    nothing = np.zeros(0, dtype=np.int64)
-    access_range(lines, 0, lines.shape[0], tags, recency, *geometry.kernel_args, nothing, nothing.view(np.uint64),
-                 hit_flags)
+    no_line_ids, no_seen_bits = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64)  # the engine's types
+    access_range(lines, 0, lines.shape[0], tags, recency, *geometry.kernel_args, no_line_ids, no_seen_bits, hit_flags)
     return hit_flags

@@ -114,10 +114,17 @@ def _prepare(trace: "Trace") -> PreparedTrace:
 
 # --- once per remap: the numba pass over one domain --------------------------------------------
 @numba.njit(cache=True, nogil=True)
-def _next_nonempty(queue, queued, program_offsets):
-    """Index in `queue` of the next program with at least one event, at or after `queued`."""
-    while queued < queue.shape[0] and program_offsets[queue[queued] + 1] == program_offsets[queue[queued]]:
+def _start_next(queue, queued, program_offsets, next_event, end_event, i):
+    """Put the next program of `queue` (from index `queued`) that has events into rotation position i,
+    or leave i idle when none is left; returns the new queue index."""
+    while queued < queue.shape[0]:
+        program = queue[queued]
         queued += 1
+        if program_offsets[program + 1] > program_offsets[program]:
+            next_event[i] = program_offsets[program]
+            end_event[i] = program_offsets[program + 1]
+            return queued
+    next_event[i] = end_event[i]
     return queued
 
 
@@ -127,8 +134,8 @@ def _replay_domain(lines, line_ids, event_offsets, program_offsets, queue, resid
     """Interleave `queue`'s programs (captured ids, launch order) through one cold L2.
 
     Rotation position i holds a program's next event `next_event[i]` and its end `end_event[i]`
-    (equal: idle). Returns (accesses, hits, unique lines); `seen_bits` is a zeroed bitset over
-    line ids.
+    (equal: idle). `seen_bits` is a zeroed bitset over line ids. Returns (accesses, hits,
+    unique lines).
     """
     no_flags = np.zeros(0, dtype=np.bool_)
     positions = min(resident, queue.shape[0])
@@ -137,12 +144,8 @@ def _replay_domain(lines, line_ids, event_offsets, program_offsets, queue, resid
     queued = 0
     active = 0
     for i in range(positions):
-        queued = _next_nonempty(queue, queued, program_offsets)
-        if queued < queue.shape[0]:
-            next_event[i] = program_offsets[queue[queued]]
-            end_event[i] = program_offsets[queue[queued] + 1]
-            queued += 1
-            active += 1
+        queued = _start_next(queue, queued, program_offsets, next_event, end_event, i)
+        active += next_event[i] != end_event[i]
 
     accesses = 0
     hits = 0
@@ -160,13 +163,8 @@ def _replay_domain(lines, line_ids, event_offsets, program_offsets, queue, resid
             accesses += stop - start
             next_event[i] = event + 1
             if event + 1 == end_event[i]:  # finished: the next queued program takes this position
-                active -= 1
-                queued = _next_nonempty(queue, queued, program_offsets)
-                if queued < queue.shape[0]:
-                    next_event[i] = program_offsets[queue[queued]]
-                    end_event[i] = program_offsets[queue[queued] + 1]
-                    queued += 1
-                    active += 1
+                queued = _start_next(queue, queued, program_offsets, next_event, end_event, i)
+                active -= next_event[i] == end_event[i]
         if queued == queue.shape[0] and 2 * active < positions:
             # idle positions are never refilled now: drop them, keeping the rotation order
             kept = 0
