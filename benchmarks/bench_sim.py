@@ -47,7 +47,8 @@ def softmax_trace(rows: int, cols: int, chunks: int, line_bytes: int) -> Trace:
     phase1 = x_base + row_start + np.arange(row_lines, dtype=np.int64)  # whole row, block by block
     phase2 = []  # per block of the chunk: load x, store y
     for b in range(chunk_blocks):
-        phase2 += [x_base + chunk_start + b * lines_per_block + block, y_base + chunk_start + b * lines_per_block + block]
+        offset = chunk_start + b * lines_per_block + block
+        phase2 += [x_base + offset, y_base + offset]
     lines = np.concatenate([phase1, *phase2], axis=1)
     phase1_events = row_lines // lines_per_block
     events_per_program = phase1_events + 2 * chunk_blocks
@@ -95,7 +96,8 @@ def main() -> None:
           f"{trace.num_programs} programs, {trace.num_events} events, {trace.num_accesses / 1e6:.1f} M line accesses "
           f"(built in {seconds:.2f} s)")
     seconds, _, prepared = timed(lambda: prepare(trace), 1)
-    print(f"prepare (once per trace: checks, line ids): {seconds:.2f} s, {prepared.unique_lines / 1e6:.2f} M unique lines")
+    print(f"prepare (once per trace: checks, line ids): {seconds:.2f} s, "
+          f"{prepared.unique_lines / 1e6:.2f} M unique lines")
 
     start = time.perf_counter()
     tiny = Trace(lines=np.arange(4), is_store=np.zeros(4, bool), event_offsets=np.arange(5),

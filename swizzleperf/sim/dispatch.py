@@ -54,10 +54,9 @@ def simulated_domains(hw: HardwareSpec) -> int:
 def slot_domains(num_slots: int, hw: HardwareSpec) -> np.ndarray:
     """int64[num_slots]: the domain each launch slot runs on."""
     _check_policy(hw)
-    slots = np.arange(num_slots, dtype=np.int64)
     if hw.dispatch.policy == "in_order":
         return np.zeros(num_slots, dtype=np.int64)
-    return (slots // hw.dispatch.chunk) % hw.num_domains
+    return np.arange(num_slots, dtype=np.int64) // hw.dispatch.chunk % hw.num_domains
 
 
 def domain_queues(num_slots: int, hw: HardwareSpec) -> list[np.ndarray]:
@@ -75,14 +74,6 @@ def slot_start_ranks(num_slots: int, hw: HardwareSpec) -> np.ndarray:
     for queue in domain_queues(num_slots, hw):
         ranks[queue] = np.arange(len(queue), dtype=np.int64)
     return ranks
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where each captured program (logical tile) ran under one remap: for the tile-to-die picture."""
-
-    domain: np.ndarray  # int64[G]: the domain that ran captured program p
-    start_rank: np.ndarray  # int64[G]: its position in that domain's queue (0 = started first)
 
 
 def as_permutation(program_for_slot, num_programs: int | None = None) -> np.ndarray:
@@ -108,6 +99,14 @@ def as_permutation(program_for_slot, num_programs: int | None = None) -> np.ndar
         raise RemapRejected("bijectivity", f"program_for_slot is not a permutation: program {missing[0]} "
                                            f"never runs and {detail} ({missing.size} programs missing)")
     return perm
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each captured program (logical tile) ran under one remap: for the tile-to-die picture."""
+
+    domain: np.ndarray  # int64[G]: the domain that ran captured program p
+    start_rank: np.ndarray  # int64[G]: its position in that domain's queue (0 = started first)
 
 
 def placement(program_for_slot: np.ndarray, hw: HardwareSpec) -> Placement:
