@@ -30,13 +30,15 @@ def softmax_kernel(
     # pointers
     x_ptr, y_ptr,
     # shape and strides
-    n_cols, stride_x_row, stride_y_row,
+    n_rows, n_cols, stride_x_row, stride_y_row,
     # meta-parameters
     CHUNKS: tl.constexpr, BLOCK: tl.constexpr, NUM_XCDS: tl.constexpr,
 ):
     pid = swizzle(tl.program_id(0), tl.num_programs(0), NUM_XCDS)
     row = pid // CHUNKS
     chunk = pid % CHUNKS
+    # A remap that names a row past the end must not touch memory: it then loads and stores nothing.
+    row_cols = tl.where(row < n_rows, n_cols, 0)
     offs = tl.arange(0, BLOCK)
     x_row_ptr = x_ptr + row.to(tl.int64) * stride_x_row
 
@@ -45,7 +47,7 @@ def softmax_kernel(
     run_sum = tl.zeros((BLOCK,), tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + offs
-        x = tl.load(x_row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_row_ptr + cols, mask=cols < row_cols, other=float("-inf")).to(tl.float32)
         new_max = tl.maximum(run_max, x)
         # lanes that have seen only -inf keep a zero sum (avoid inf - inf = nan)
         scale = tl.where(new_max == float("-inf"), 0.0, tl.exp(run_max - new_max))
@@ -58,7 +60,7 @@ def softmax_kernel(
     chunk_cols = tl.cdiv(n_cols, CHUNKS)
     for start in range(0, chunk_cols, BLOCK):
         cols = chunk * chunk_cols + start + offs
-        mask = (cols < n_cols) & (start + offs < chunk_cols)
+        mask = (cols < row_cols) & (start + offs < chunk_cols)
         x = tl.load(x_row_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         y = tl.exp(x - row_max) / row_sum
         tl.store(y_ptr + row.to(tl.int64) * stride_y_row + cols, y, mask=mask)
@@ -73,7 +75,7 @@ def softmax(x: torch.Tensor, chunks: int, num_xcds: int = 8, out: torch.Tensor |
     rows, cols = x.shape
     y = torch.empty_like(x) if out is None else out
     softmax_kernel[(rows * chunks,)](
-        x, y, cols, x.stride(0), y.stride(0),
+        x, y, rows, cols, x.stride(0), y.stride(0),
         CHUNKS=chunks, BLOCK=BLOCK, NUM_XCDS=num_xcds,
     )
     return y

@@ -15,6 +15,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 
@@ -111,7 +112,7 @@ def check(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
         attempt = evaluator.evaluate(proposal, 0, lambda stage: status.update(f"checking: {stage}"))
     for stage in attempt.stages:
         mark = "[green]✓[/]" if stage.ok else "[red]✗[/]"
-        console.print(f"{mark} {stage.stage}: {stage.detail} [dim]({stage.seconds:.1f} s)[/]")
+        console.print(f"{mark} {stage.stage}: {escape(stage.detail)} [dim]({stage.seconds:.1f} s)[/]")
     if attempt.failure is not None:
         console.print(f"[red]REJECTED[/] at {attempt.failure.stage}")
         raise typer.Exit(1)
@@ -289,7 +290,7 @@ def main() -> None:
     except SwizzlePerfError as exc:
         if _state["debug"]:
             raise
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")

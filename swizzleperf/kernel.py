@@ -41,7 +41,9 @@ def make_outputs(size, device) -> dict[str, Tensor]
 def launch(inputs, outputs, size, num_xcds) -> None   # one 1D launch of prod(grid(size)) programs
 def reference(inputs, size) -> dict[str, Tensor]       # same keys as make_outputs
 
-2D tile grids: def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr) -> (pid_m, pid_n)'''
+2D tile grids: def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr) -> (pid_m, pid_n)
+Outputs are floating point (they are prefilled with NaN to catch programs that never ran), and
+the file is self-contained (it is loaded from a copy in a temporary directory).'''
 
 _REQUIRED_FUNCTIONS = ("grid", "make_inputs", "make_outputs", "launch", "reference")
 _REQUIRED_VALUES = ("REMAP_HOOK", "SIZES", "DEFAULT_SIZE", "CHECK_SIZES", "TOLERANCE")

@@ -27,7 +27,7 @@ def spec_table(specs: list[tuple[str, HardwareSpec]]) -> Table:
 
 def report_table(report: BottleneckReport, baseline: BottleneckReport | None = None) -> Table:
     """Totals and per-die rows of one report, with the baseline beside it when given."""
-    title = (f"{report.kernel} [{report.size}] on {report.hardware}: L2 hit {report.hit_pct:.2f}% "
+    title = (f"{report.kernel} (size {report.size}) on {report.hardware}: L2 hit {report.hit_pct:.2f}% "
              f"{report.label}" + (f", ceiling {report.ceiling_pct:.2f}%" if report.ceiling_pct is not None else ""))
     table = Table(title=title, title_justify="left")
     table.add_column("die", justify="right")
@@ -80,5 +80,5 @@ def attempts_table(history: History, title: str) -> Table:
     for a in history.attempts:
         hit = f"{a.report.hit_pct:.2f}" if a.report else ""
         style = "bold" if best is not None and a.iteration == best.iteration else None
-        table.add_row(str(a.iteration), a.origin, a.family, hit, f"{a.seconds:.1f}", verdict_text(a), style=style)
+        table.add_row(str(a.iteration), a.origin, Text(a.family), hit, f"{a.seconds:.1f}", verdict_text(a), style=style)
     return table

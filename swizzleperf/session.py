@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from swizzleperf import hardware
@@ -84,12 +85,12 @@ class ConsoleObserver(Observer):
             best = history.best()
             star = " [bold yellow]★ best[/]" if best is not None and best.iteration == attempt.iteration else ""
             self.console.print(
-                f"[green]✓[/] #{attempt.iteration:<3} {attempt.family:<38} L2 hit [bold]{r.hit_pct:6.2f}%[/]"
+                f"[green]✓[/] #{attempt.iteration:<3} {escape(attempt.family):<38} L2 hit [bold]{r.hit_pct:6.2f}%[/]"
                 f"{base}, ceiling {r.ceiling_pct:.2f}%){star} [dim]{attempt.seconds:.1f}s[/]", highlight=False)
         else:
             failure = attempt.failure
-            why = f"{failure.stage}: {failure.detail.splitlines()[0][:100]}" if failure else "incomplete"
-            self.console.print(f"[red]✗[/] #{attempt.iteration:<3} {attempt.family:<38} rejected at {why}",
+            why = escape(f"{failure.stage}: {failure.detail.splitlines()[0][:100]}") if failure else "incomplete"
+            self.console.print(f"[red]✗[/] #{attempt.iteration:<3} {escape(attempt.family):<38} rejected at {why}",
                                highlight=False)
 
     def stopped(self, reason: str) -> None:
@@ -131,7 +132,7 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
         proposer = make_proposer(request.proposer, request.seed, options)
         run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
                         LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed))
-        console.print(f"[bold]swizzleperf optimize[/] {kernel.path.name} [{size}] on {spec.name} ({hw_why})\n"
+        console.print(f"[bold]swizzleperf optimize[/] {kernel.path.name} (size {size}) on {spec.name} ({hw_why})\n"
                       f"  profiler {profiler.name} ({prof_why}); proposer {proposer.name}; run {run.path}")
     rec = run.record
     evaluator = CandidateEvaluator(kernel, rec.hardware, profiler, rec.size)
@@ -168,7 +169,7 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
 
 def _summarise(console: Console, run: RunDir, history: History) -> None:
     rec = run.record
-    console.print(attempts_table(history, f"{rec.kernel.name} [{rec.size}] on {rec.hardware.name}: "
+    console.print(attempts_table(history, f"{rec.kernel.name} (size {rec.size}) on {rec.hardware.name}: "
                                           f"{len(history)} attempts ({rec.status_detail})"))
     best, baseline = history.best(), history.baseline()
     if best and baseline and best.report and baseline.report:
