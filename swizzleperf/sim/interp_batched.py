@@ -480,14 +480,15 @@ def _bounds(a: np.ndarray) -> tuple[int, int]:
 
 
 def _quick_overflow_check(stock: Callable) -> Callable:
-    """TritonSemantic.binary_op_sanitize_overflow_impl, decided from operand ranges when it can be.
+    """TritonSemantic.binary_op_sanitize_overflow_impl, skipped where it cannot have an effect.
 
-    The stock check recomputes the op in int64 and asserts every result fits. When interval
-    arithmetic on the operands' min and max already proves that (the usual case), the assertion
-    would pass, so skipping it changes nothing; otherwise the stock check runs."""
+    The stock check recomputes the op in int64 (several passes over the block) and feeds the
+    result to device_assert, which does nothing unless the interpreter runs in debug mode. In
+    debug mode, when interval arithmetic on the operands' min and max proves every result fits,
+    the assertion would pass; only otherwise does the stock check run."""
     def sanitize(self, lhs, rhs, binary_op):
         sca = lhs.type.scalar
-        if sca.int_bitwidth >= 64 or not self.builder.options.sanitize_overflow:
+        if sca.int_bitwidth >= 64 or not self.builder.options.sanitize_overflow or not self.builder.options.debug:
             return None
         name = getattr(binary_op, "__name__", "")
         if (name in ("add", "sub", "mul") and sca == rhs.type.scalar and sca.is_int()
@@ -612,10 +613,14 @@ def _language_patches(engine: BatchedCapture, interp):
         keep = tl.core._unwrap_if_constexpr(keep_dims)
         final_shape = ([1] * len(shape) if whole else red_shape[:ax] + [1] + red_shape[ax + 1:]) if keep else out_shape
 
-        def finish(handle, dtype):
+        def finish(handle, op: Callable, dtype):
+            """op(data) reduced along `ax`, shaped and typed as the interpreter returns it."""
             npd = interp._get_np_dtype(dtype)
-            return as_tensor(mapped(handle, lambda d: d.reshape((*final_shape, d.shape[-1])).astype(npd), dtype.scalar),
-                             final_shape, dtype)
+
+            def fn(d):
+                r = op(d)
+                return r.reshape((*final_shape, r.shape[-1])).astype(npd)
+            return as_tensor(mapped(handle, fn, dtype.scalar), final_shape, dtype)
 
         cf = combine_fn
         std = tl.standard
@@ -624,14 +629,14 @@ def _language_patches(engine: BatchedCapture, interp):
         if cf in argmin or cf in argmax:
             val_op, idx_op = (np.nanmin, np.nanargmin) if cf in argmin else (np.nanmax, np.nanargmax)
             src = inputs[0]
-            return (finish(mapped(src.handle, lambda d: val_op(d, axis=ax)), src.dtype),
-                    finish(mapped(src.handle, lambda d: idx_op(d, axis=ax), tl.int32), tl.int32))
+            return (finish(src.handle, lambda d: val_op(d, axis=ax), src.dtype),
+                    finish(src.handle, lambda d: idx_op(d, axis=ax), tl.int32))
         simple = {std._elementwise_max: np.nanmax, std._elementwise_min: np.nanmin, std._sum_combine: np.sum}
         if cf in simple:
             src, op = inputs[0], simple[cf]
-            return (finish(mapped(src.handle, lambda d: op(d, axis=ax)), src.dtype),)
+            return (finish(src.handle, lambda d: op(d, axis=ax), src.dtype),)
         acc = fold(inputs, ax, cf, red_shape)
-        return tuple(finish(a.handle, t.dtype) for a, t in zip(acc, inputs))
+        return tuple(finish(a.handle, lambda d: d, t.dtype) for a, t in zip(acc, inputs))
 
     def scan(input, axis, combine_fn, reverse=False, **kwargs):
         if not isinstance(input, tuple):
