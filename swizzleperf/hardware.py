@@ -44,8 +44,10 @@ class HardwareSpec(BaseModel):
     l2_bytes_per_domain: int = Field(gt=0)
     line_bytes: int = Field(128, gt=0)
     l2_ways: int = Field(16, ge=1, le=64)
-    set_index: Literal["modulo", "xor_fold"] = Field(
-        "modulo", description="how a line address picks its L2 set (MI300X's hash is unpublished)")
+    set_index: Literal["hash", "modulo", "xor_fold"] = Field(
+        "hash", description="how a line address picks its L2 set: the real functions are unpublished; 'hash' "
+                            "spreads addresses like hardware hashing does, 'modulo' and 'xor_fold' show the "
+                            "sensitivity to that choice")
     dispatch: Dispatch
     programs_per_cu: int = Field(2, ge=1, description="resident programs per CU/SM (an occupancy assumption)")
     next_level: str | None = Field(None, description="what serves L2 misses, e.g. 'Infinity Cache 256 MB'")

@@ -12,6 +12,15 @@ from swizzleperf.sim.cache import CacheGeometry, access_range, set_indices, set_
 def oracle_set(line: int, num_sets: int, scheme: str) -> int:
     if scheme == "modulo":
         return line % num_sets
+    if scheme == "hash":  # MurmurHash3's fmix64, in Python integers
+        mask = 2**64 - 1
+        x = line
+        x ^= x >> 33
+        x = (x * 0xFF51AFD7ED558CCD) & mask
+        x ^= x >> 33
+        x = (x * 0xC4CEB9FE1A85EC53) & mask
+        x ^= x >> 33
+        return x % num_sets
     bits = num_sets.bit_length() - 1
     folded = 0
     while line and bits:
@@ -64,7 +73,7 @@ GEOMETRIES = [
     CacheGeometry(num_sets, ways, scheme)
     for ways in (1, 2, 3, 4, 8, 12, 16, 17, 32)
     for num_sets, scheme in ((1, "modulo"), (4, "modulo"), (6, "modulo"), (16, "modulo"), (1, "xor_fold"),
-                             (4, "xor_fold"), (16, "xor_fold"))
+                             (4, "xor_fold"), (16, "xor_fold"), (6, "hash"), (16, "hash"))
 ]
 
 
@@ -119,6 +128,7 @@ def test_set_index_functions_by_hand():
 
 
 @pytest.mark.parametrize("geometry", [CacheGeometry(2048, 16, "xor_fold"), CacheGeometry(2048, 16, "modulo"),
+                                      CacheGeometry(2048, 16, "hash"), CacheGeometry(25600, 16, "hash"),
                                       CacheGeometry(12, 4, "modulo")], ids=lambda g: f"{g.num_sets}-{g.set_index}")
 def test_vectorised_set_indices_agree(geometry):
     lines = np.random.default_rng(1).integers(0, 1 << 45, 2000)
@@ -131,6 +141,7 @@ def test_xor_fold_spreads_a_power_of_two_stride_that_modulo_piles_into_one_set()
     lines = np.arange(64) * 2048  # a 256 KB stride of 128 B lines on a 2048-set cache
     assert len(set(set_indices(lines, CacheGeometry(2048, 16, "modulo")))) == 1
     assert len(set(set_indices(lines, CacheGeometry(2048, 16, "xor_fold")))) == 64
+    assert len(set(set_indices(lines, CacheGeometry(2048, 16, "hash")))) > 60  # 64 lines, few collisions
 
 
 def test_rejected_geometries_and_inputs():

@@ -292,7 +292,7 @@ def test_report_carries_counts_and_states_the_model():
         [(d, 2, 20, 0, 20) for d in range(8)]
     notes = " | ".join(report.notes)
     for phrase in ("prediction, not a measurement", "round-robin over 8 L2 domains, chunk 1",
-                   "76 programs resident per domain", "set index modulo", "LRU", "write-allocate"):
+                   "76 programs resident per domain", "set index hash", "LRU", "write-allocate"):
         assert phrase in notes
     with pytest.raises(ValueError, match="pass the spec it was simulated with"):
         result.to_report("pairs", "small", PRESETS["h100"])

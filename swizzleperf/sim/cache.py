@@ -31,7 +31,15 @@ from swizzleperf.hardware import HardwareSpec
 # --- set-index functions -----------------------------------------------------------------------
 MODULO = 0  # set = line % num_sets: the textbook index, any set count
 XOR_FOLD = 1  # set = XOR of the line address cut into log2(num_sets)-bit pieces (power-of-two sets)
-SET_INDEX = {"modulo": MODULO, "xor_fold": XOR_FOLD}
+HASH = 2  # set = mix64(line) % num_sets: every address bit affects every set bit (any set count)
+SET_INDEX = {"modulo": MODULO, "xor_fold": XOR_FOLD, "hash": HASH}
+
+# mix64: the 64-bit finaliser of MurmurHash3 (xor-shift, multiply, twice). Real GPUs hash
+# addresses over channels and sets so that power-of-two strides do not pile into a few sets;
+# the exact functions are unpublished, and a thoroughly mixing hash is the neutral stand-in.
+MIX_MUL1 = np.uint64(0xFF51AFD7ED558CCD)
+MIX_MUL2 = np.uint64(0xC4CEB9FE1A85EC53)
+_U33 = np.uint64(33)
 
 PACKED_MAX_WAYS = 16  # 16 nibbles fill one 64-bit recency word
 _NIBBLE = np.int64(15)
@@ -42,6 +50,14 @@ def set_of(line, scheme, num_sets, set_bits):
     """The set `line` maps to. `set_bits` is log2(num_sets) for power-of-two counts, else -1."""
     if num_sets == 1:
         return 0
+    if scheme == HASH:
+        x = np.uint64(line)
+        x ^= x >> _U33
+        x *= MIX_MUL1
+        x ^= x >> _U33
+        x *= MIX_MUL2
+        x ^= x >> _U33
+        return np.int64(x % np.uint64(num_sets))
     if scheme == XOR_FOLD:
         mask = num_sets - 1
         folded = 0
@@ -184,6 +200,14 @@ def set_indices(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
         return np.zeros_like(lines)
     if geometry.set_index == "modulo":
         return lines % geometry.num_sets
+    if geometry.set_index == "hash":
+        x = lines.astype(np.uint64)
+        x ^= x >> _U33
+        x *= MIX_MUL1
+        x ^= x >> _U33
+        x *= MIX_MUL2
+        x ^= x >> _U33
+        return (x % np.uint64(geometry.num_sets)).astype(np.int64)
     mask, folded, rest = geometry.num_sets - 1, np.zeros_like(lines), lines.copy()
     while rest.any():
         folded ^= rest & mask
