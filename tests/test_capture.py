@@ -423,7 +423,7 @@ def captured(tmp_path_factory) -> Captured:
     out = work / "out"
     out.mkdir()
     proc = subprocess.run([sys.executable, "-c", CHILD, str(work / "cases.json"), str(out)], capture_output=True,
-                          text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=600)
+                          text=True, env={**os.environ, "TRITON_INTERPRET": "1", "OPENBLAS_NUM_THREADS": "1"}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Captured(out, {name: Path(p) for name, (p, _) in cases.items()})
 

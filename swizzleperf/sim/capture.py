@@ -49,6 +49,7 @@ Mode = Literal["fast", "reference"]
 CAPTURE_VERSION = 1  # bump when capture semantics change: it is part of every cache key
 VERIFY_PROGRAMS = 4
 _PROGRESS, _WARNING = "@@swizzleperf-progress", "@@swizzleperf-warning"
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 # --- the cache -------------------------------------------------------------------------------
@@ -123,7 +124,9 @@ def _run_capture_child(request: CaptureRequest, workdir: Path, progress: Callabl
     """Start the child, relay its progress and warnings, turn its failures into TraceCaptureError."""
     request_path, error_path, stderr_path = workdir / "request.json", workdir / "error.json", workdir / "stderr.txt"
     request_path.write_text(request.model_dump_json())
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    # Capture is single-threaded; small BLAS calls spread over threads stall whenever one thread is
+    # descheduled (measured 0.1 ms -> 20 ms per tile product on a busy machine), so use one.
+    env = {**os.environ, "TRITON_INTERPRET": "1", **{v: os.environ.get(v, "1") for v in _THREAD_VARS}}
     with open(stderr_path, "w") as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "swizzleperf.sim.capture", str(request_path), str(error_path)],
                                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
@@ -204,6 +207,7 @@ def record_trace(kernel: KernelFile, size: str, line_bytes: int = 128, mode: Mod
     values = kernel.size(size)
     inputs = kernel.fn("make_inputs")(values, seed=0, device="cpu")
     outputs = kernel.fn("make_outputs")(values, device="cpu")
+    setup = time.perf_counter() - start
     session = LaunchCapture(mode, line_bytes, progress, warn or (lambda m: warnings.warn(m, RuntimeWarning)),
                             programs, verify=VERIFY_PROGRAMS)
     with session.intercept():
@@ -214,7 +218,8 @@ def record_trace(kernel: KernelFile, size: str, line_bytes: int = 128, mode: Mod
                      requested_mode=mode, fallback_reason=session.fallback_reason,
                      num_programs=trace.num_programs, num_events=trace.num_events,
                      num_accesses=trace.num_accesses, batches=session.batches,
-                     verified_programs=session.verified, seconds=time.perf_counter() - start, versions=versions())
+                     verified_programs=session.verified, seconds=time.perf_counter() - start,
+                     setup_seconds=setup, versions=versions())
     return trace, meta
 
 

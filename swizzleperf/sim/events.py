@@ -95,17 +95,44 @@ def _distinct_lines_impl(ptrs, mask, host_starts, host_ends, virtual_starts, shi
     return pos
 
 
-@functools.lru_cache(maxsize=1)
-def _kernel():
-    import numba  # imported here: only fast capture (a child process) needs the compiler
+def _interleave_impl(values, counts, shared, out):
+    """Event-major columns -> program-major runs: event e of program j goes after its earlier events.
 
+    `values` holds each event's columns back to back (one column only for a shared event)."""
+    n_ev, n_prog = counts.shape
+    cursor = np.empty(n_prog, np.int64)
+    pos = 0
+    for j in range(n_prog):
+        cursor[j] = pos
+        for e in range(n_ev):
+            pos += counts[e, j]
+    src = 0
+    for e in range(n_ev):
+        for j in range(n_prog):
+            c = counts[e, j]
+            out[cursor[j]:cursor[j] + c] = values[src:src + c]
+            cursor[j] += c
+            if not shared[e]:
+                src += c
+        if shared[e]:
+            src += counts[e, 0]
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(name: str):
+    """The numba kernels, compiled on first use (and cached on disk): only capture needs them."""
+    import numba
     from numba import types
 
-    block = types.Array(types.int64, 2, "A", readonly=True)  # broadcast views: any strides, read-only
-    lanes = types.Array(types.boolean, 2, "A", readonly=True)
-    vec = types.Array(types.int64, 1, "C")
-    sig = types.int64(block, lanes, vec, vec, vec, types.int64, types.Array(types.int64, 2, "C"), vec, vec)
-    return numba.njit(sig, cache=True, nogil=True)(_distinct_lines_impl)
+    vec, flags = types.Array(types.int64, 1, "C"), types.Array(types.boolean, 1, "C")
+    matrix = types.Array(types.int64, 2, "C")
+    if name == "distinct_lines":
+        block = types.Array(types.int64, 2, "A", readonly=True)  # broadcast views: any strides, read-only
+        lanes = types.Array(types.boolean, 2, "A", readonly=True)
+        sig, fn = types.int64(block, lanes, vec, vec, vec, types.int64, matrix, vec, vec), _distinct_lines_impl
+    else:
+        sig, fn = types.none(vec, matrix, flags, vec), _interleave_impl
+    return numba.njit(sig, cache=True, nogil=True)(fn)
 
 
 def distinct_lines(layout: VirtualLayout, shift: int, ptrs: np.ndarray, mask: np.ndarray | None
@@ -122,7 +149,7 @@ def distinct_lines(layout: VirtualLayout, shift: int, ptrs: np.ndarray, mask: np
     scratch = np.empty((n_lanes, n_cols), np.int64)  # only the rows holding distinct lines get touched
     out = np.empty(n_lanes * n_cols, np.int64)
     counts = np.empty(n_cols, np.int64)
-    n = _kernel()(p, m, layout.host_starts, layout.host_ends, layout.virtual_starts, shift, scratch, out, counts)
+    n = _compiled("distinct_lines")(p, m, layout.host_starts, layout.host_ends, layout.virtual_starts, shift, scratch, out, counts)
     if n < 0:
         i, j = divmod(-1 - n, n_cols)
         layout.raise_out_of_bounds(int(p[i, j]))
@@ -154,16 +181,10 @@ class EventBatch:
         n_prog, n_ev = len(self.programs), len(self.values)
         if not n_ev:
             return np.empty(0, np.int64), np.zeros((n_prog, 0), np.int64), np.zeros(n_ev, bool)
-        counts = np.stack([np.broadcast_to(c, (n_prog,)) for c in self.counts])  # [E, P]
-        per_prog = counts.sum(axis=0)
-        prog_start = np.cumsum(per_prog) - per_prog
-        dest_base = prog_start[None, :] + np.cumsum(counts, axis=0) - counts  # where event e of program j goes
-        out = np.empty(int(per_prog.sum()), np.int64)
-        for e, (vals, c) in enumerate(zip(self.values, self.counts)):
-            if c.shape[0] == 1 and n_prog > 1:  # shared column: every program gets the same lines
-                vals, c = np.tile(vals, n_prog), counts[e]
-            src_start = np.cumsum(c) - c
-            out[np.repeat(dest_base[e] - src_start, c) + np.arange(vals.size)] = vals
+        counts = np.stack([np.broadcast_to(c, (n_prog,)) for c in self.counts]).astype(np.int64)  # [E, P]
+        shared = np.array([c.shape[0] == 1 and n_prog > 1 for c in self.counts])
+        out = np.empty(int(counts.sum()), np.int64)
+        _compiled("interleave")(np.concatenate(self.values).astype(np.int64, copy=False), counts, shared, out)
         return out, counts.T, np.array(self.stores, bool)
 
 
@@ -198,18 +219,17 @@ class TraceBuilder:
         if not np.array_equal(np.sort(programs), np.arange(self.num_programs)):
             raise TraceCaptureError("internal: batches do not cover every program exactly once")
 
-        # Batch order -> launch id order, first for events, then for lines.
-        order = np.argsort(programs, kind="stable")
-        ev_start = np.cumsum(n_events) - n_events
-        ev_idx = _gather_runs(ev_start[order], n_events[order])
-        acc_start = np.cumsum(n_accesses) - n_accesses
-        line_idx = _gather_runs(acc_start[order], n_accesses[order])
-
-        sizes_sorted = ev_sizes[ev_idx]
-        event_offsets = np.concatenate([[0], np.cumsum(sizes_sorted)]).astype(np.int64)
-        program_offsets = np.concatenate([[0], np.cumsum(n_events[order])]).astype(np.int64)
-        return Trace(lines=lines[line_idx], is_store=np.repeat(ev_store[ev_idx], sizes_sorted),
-                     event_offsets=event_offsets, program_offsets=program_offsets, line_bytes=self.line_bytes)
+        if not np.all(programs[1:] > programs[:-1]):  # batches came out of order (split ones): reorder
+            order = np.argsort(programs, kind="stable")
+            ev_start = np.cumsum(n_events) - n_events
+            ev_idx = _gather_runs(ev_start[order], n_events[order])
+            acc_start = np.cumsum(n_accesses) - n_accesses
+            lines = lines[_gather_runs(acc_start[order], n_accesses[order])]
+            ev_sizes, ev_store, n_events = ev_sizes[ev_idx], ev_store[ev_idx], n_events[order]
+        event_offsets = np.concatenate([[0], np.cumsum(ev_sizes)]).astype(np.int64)
+        program_offsets = np.concatenate([[0], np.cumsum(n_events)]).astype(np.int64)
+        return Trace(lines=lines, is_store=np.repeat(ev_store, ev_sizes), event_offsets=event_offsets,
+                     program_offsets=program_offsets, line_bytes=self.line_bytes)
 
 
 def _gather_runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

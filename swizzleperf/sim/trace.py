@@ -12,7 +12,6 @@ sorted. Events with no active lane are not recorded.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +129,8 @@ class TraceMeta(BaseModel):
     num_accesses: int
     batches: int = 0                      # fast mode: kernel bodies run (one per batch of programs)
     verified_programs: list[int] = []     # fast mode: programs re-run in reference mode and compared
-    seconds: float
+    seconds: float                        # whole capture, including setup
+    setup_seconds: float = 0.0            # of which make_inputs and make_outputs
     versions: dict[str, str]
     cache_key: str = ""
 
@@ -153,6 +153,3 @@ def write_atomically(trace: Trace, meta: TraceMeta, path: Path) -> None:
     os.replace(meta_path(tmp), meta_path(path))
     os.replace(tmp, path)
 
-
-def versions_json(versions: dict[str, str]) -> str:
-    return json.dumps(versions, sort_keys=True)
