@@ -47,7 +47,7 @@ def main() -> None:
             run = run_optimize(OptimizeRequest(
                 kernel_path=ROOT / "kernels" / f"{name}.py", hardware=args.hardware, profiler="sim",
                 proposer="search", iterations=args.iterations, patience=args.iterations, size=None, seed=0,
-                model=None, api_base=None, llm_mode="aware", llm_timeout=180.0, llm_retries=3, write=False, resume=None, runs_dir=Path(tmp) / "runs"),
+                model=None, api_base=None, llm_mode="aware", llm_timeout=180.0, llm_retries=3, library=None, write=False, resume=None, runs_dir=Path(tmp) / "runs"),
                 Console(file=io.StringIO()))
             total = time.perf_counter() - t0
             history = run.load_history()

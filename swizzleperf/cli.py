@@ -27,12 +27,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Find program-id remaps (swizzles) that raise the L2 hit rate of Triton kernels.")
 runs_app = typer.Typer(no_args_is_help=True, help="Inspect run directories under runs/.")
 app.add_typer(runs_app, name="runs")
+library_app = typer.Typer(no_args_is_help=True, help="The swizzle library: remaps kept for reuse.")
+app.add_typer(library_app, name="library")
 console = Console()
 _state = {"debug": os.environ.get("SWIZZLEPERF_DEBUG", "") not in ("", "0")}
 
 HardwareOpt = typer.Option(None, "--hardware", "-H", help="preset name (see `swizzleperf hw`) or a .yaml/.json spec; "
                                                           "default: the local GPU, else mi300x")
 RunsDirOpt = typer.Option(Path("runs"), "--runs-dir", help="where run directories live")
+LibraryOpt = typer.Option(None, "--library", help="library directory (default ./swizzles or $SWIZZLEPERF_LIBRARY)")
 
 
 @app.callback()
@@ -219,6 +222,9 @@ def optimize(kernel_path: Optional[Path] = typer.Argument(None, metavar="KERNEL"
              llm_mode: str = typer.Option("aware", "--llm-context", help="aware | unaware | overload (paper baselines)"),
              llm_timeout: float = typer.Option(180.0, "--llm-timeout", help="seconds to wait for one model answer"),
              llm_retries: int = typer.Option(3, "--llm-retries", help="retries of a transient model error"),
+             library: Optional[Path] = typer.Option(None, "--library", help="warm-start from this swizzle library "
+                                                   "(default: ./swizzles or $SWIZZLEPERF_LIBRARY when it exists)"),
+             no_library: bool = typer.Option(False, "--no-library", help="do not warm-start from a library"),
              write: bool = typer.Option(False, "--write", help="write the best remap into KERNEL itself"),
              resume: Optional[str] = typer.Option(None, "--resume", help="continue a run (path, name or 'latest')"),
              runs_dir: Path = RunsDirOpt) -> None:
@@ -227,9 +233,20 @@ def optimize(kernel_path: Optional[Path] = typer.Argument(None, metavar="KERNEL"
     request = OptimizeRequest(kernel_path=kernel_path, hardware=hw_name, profiler=profiler_name,
                               proposer=proposer_name, iterations=iterations, patience=patience, size=size,
                               seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, llm_timeout=llm_timeout,
-                              llm_retries=llm_retries, write=write,
+                              llm_retries=llm_retries, library=_library_for_warm_start(library, no_library),
+                              write=write,
                               resume=resume, runs_dir=runs_dir)
     run_optimize(request, console)
+
+
+def _library_for_warm_start(library: Path | None, disabled: bool) -> Path | None:
+    from swizzleperf.library import default_library_dir
+    if disabled:
+        return None
+    chosen = library or default_library_dir()
+    if library is not None and not library.is_dir():
+        raise ContractError(f"--library {library} is not a directory")
+    return chosen if chosen.is_dir() else None
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -282,6 +299,103 @@ def runs_diff(run_ref: str = typer.Argument("latest", metavar="RUN"),
         raise RunError(f"no attempt {attempt} in that run" if attempt is not None else "that run has no accepted attempt")
     console.print(f"iteration {chosen.iteration}: {chosen.family} ({chosen.verdict})")
     console.print(Syntax(chosen.diff or "(no diff: the original remap)", "diff", theme="ansi_dark"))
+
+
+# --- library ---------------------------------------------------------------------------------
+
+@app.command()
+def export(run_ref: str = typer.Argument(..., metavar="RUN"),
+           name: str = typer.Option(..., "--name", help="the remap's name in the library (a Python identifier)"),
+           library: Optional[Path] = LibraryOpt,
+           force: bool = typer.Option(False, "--force", help="replace an entry of the same name"),
+           runs_dir: Path = RunsDirOpt) -> None:
+    """Store the best remap of a run in the swizzle library."""
+    from swizzleperf.library import Library, entry_from_run
+    from swizzleperf.runs import RunDir, find_run
+    run = RunDir.open(find_run(run_ref, runs_dir))
+    kernel_hook = load_kernel(run.record.kernel.path).hook if Path(run.record.kernel.path).exists() else None
+    if kernel_hook is None:
+        raise ContractError(f"the run's kernel {run.record.kernel.path} no longer exists; its hook signature is needed")
+    lib = Library(library)
+    entry = entry_from_run(run, name, kernel_hook)
+    path = lib.add(entry, replace=force)
+    console.print(f"[green]✓[/] {name}: {escape(entry.summary())}\n  wrote {path}; use it with "
+                  f"[bold]from {lib.root.name} import {name}[/] (with {lib.root.parent.resolve()} on sys.path)")
+
+
+@library_app.command("list")
+def library_list(library: Optional[Path] = LibraryOpt) -> None:
+    """The library's entries."""
+    from rich.table import Table
+
+    from swizzleperf.library import Library
+    lib = Library(library)
+    table = Table(title=f"Swizzle library {lib.root}", title_justify="left")
+    for col in ("name", "shape", "family", "found on", "hardware", "L2 hit %", "baseline %", "ceiling %", "numbers"):
+        table.add_column(col)
+    fmt = lambda v: "" if v is None else f"{v:.2f}"  # noqa: E731
+    for e in lib.entries():
+        table.add_row(e.name, f"{e.ndim}D", escape(e.family), f"{e.kernel} ({e.size})", e.hardware, fmt(e.hit_pct),
+                      fmt(e.baseline_hit_pct), fmt(e.ceiling_pct), "sim (predicted)" if e.numbers_from == "sim"
+                      else e.numbers_from)
+    console.print(table)
+
+
+@library_app.command("show")
+def library_show(name: str, library: Optional[Path] = LibraryOpt) -> None:
+    """One entry: where it came from, its numbers, where it is proven, its code."""
+    from swizzleperf.library import Library
+    e = Library(library).get(name)
+    console.print(f"[bold]{e.name}[/]: {escape(e.summary())}\n  run {e.run_id} iteration {e.iteration}; "
+                  f"signature ({', '.join(e.params)}); proven bijective on "
+                  f"{', '.join('x'.join(map(str, g)) for g in e.proven_grids) or 'no recorded grids'} "
+                  f"with {e.num_domains} dies")
+    console.print(Syntax(e.source, "python", theme="ansi_dark"))
+
+
+@app.command()
+def apply(name: str = typer.Argument(..., help="library entry"),
+          kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
+          library: Optional[Path] = LibraryOpt,
+          hw_name: Optional[str] = HardwareOpt,
+          size: Optional[str] = typer.Option(None, "--size", help="named size to profile (default: the kernel's)"),
+          profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
+          out: Optional[Path] = typer.Option(None, "--out", help="where to write the patched copy "
+                                                                 "(default runs/applied/KERNEL-NAME.py)"),
+          write: bool = typer.Option(False, "--write", help="write the remap into KERNEL itself")) -> None:
+    """Put a library remap into a kernel's hook, validate and profile it, compare with the kernel's own."""
+    from swizzleperf.apply import apply_entry, write_patched
+    from swizzleperf.library import Library
+    from swizzleperf.profilers.select import select_profiler
+
+    entry = Library(library).get(name)
+    kernel = load_kernel(kernel_path)
+    size = size or kernel.default_size
+    spec, why = hardware.resolve(hw_name)
+    with _progress() as progress:
+        prof, prof_why = select_profiler(profiler_name, spec, progress=_capture_progress(progress))
+        task = progress.add_task("validating", total=None)
+        applied = apply_entry(entry, kernel, spec, prof, size,
+                              on_stage=lambda stage: progress.update(task, description=f"{name}: {stage}"))
+    console.print(f"{name} -> {kernel.path.name} on {spec.name} ({why}); profiler {prof.name} ({prof_why})")
+    for note in applied.notes:
+        console.print(f"  adapted: {escape(note)}")
+    for stage in applied.attempt.stages:
+        mark = "[green]✓[/]" if stage.ok else "[red]✗[/]"
+        console.print(f"{mark} {stage.stage}: {escape(stage.detail)}")
+    if not applied.attempt.accepted:
+        console.print(f"[red]REJECTED[/]: {name} does not work in {kernel.path.name}; nothing written")
+        raise typer.Exit(1)
+    report, base = applied.attempt.report, applied.baseline
+    console.print(f"L2 hit {report.hit_pct:.2f}% with {name} vs {base.hit_pct:.2f}% with the kernel's own remap "
+                  f"({report.hit_pct - base.hit_pct:+.2f} points, {report.label}); ceiling {report.ceiling_pct:.2f}%",
+                  highlight=False)
+    if write:
+        kernel.path.write_text(kernel.with_hook(applied.source))
+        console.print(f"--write: wrote {name} into {kernel.path}")
+    else:
+        path = write_patched(kernel, applied, out or Path("runs") / "applied" / f"{kernel.name}-{name}.py")
+        console.print(f"wrote the patched copy {path} ({kernel.path.name} is unchanged; --write changes it)")
 
 
 def main() -> None:

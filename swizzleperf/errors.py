@@ -41,5 +41,9 @@ class RunError(SwizzlePerfError):
     """A run directory is missing, incomplete or from an incompatible version."""
 
 
+class LibraryError(SwizzlePerfError):
+    """A swizzle-library entry is missing, clashes, or does not fit the kernel it is applied to."""
+
+
 class LLMError(SwizzlePerfError):
     """The language model is not configured, unreachable, or answered unusably."""

@@ -5,6 +5,12 @@ hook with the kernel's own parameter names, so its output is validated exactly l
 LLM's. 1D hooks map a launch id to a logical id; 2D hooks map it to `(pid_m, pid_n)`: the
 2D families first pick a linear logical order (XCD-contiguous or not) and then a raster
 (row-major, column-major or GROUP_M super-tiles) inside it.
+
+3D hooks are attention grids, read as `(q blocks, batch, heads)`: the axes from slowest to
+fastest in block-first launch order (kernels/attention.py), so the 3D identity is block-first.
+A *unit* is one (batch, head) pair, `unit = b * heads + h`; a *cluster* is `group` consecutive
+units, which is one KV group in GQA when `group` is the heads per K/V head (the hook cannot
+see that ratio, so it is a family parameter). All programs of a cluster read the same K/V.
 """
 
 from __future__ import annotations
@@ -114,6 +120,68 @@ def _raster_grouped(hook: HookSignature, group_m: int) -> list[str]:
     ]
 
 
+# --- attention orders for 3D hooks (q blocks, batch, heads) ------------------------------------
+
+def _order_cluster_rounds(hook: HookSignature, index: str, count: str, chunk: str, target: str,
+                          dies: int | None = None) -> list[str]:
+    """`target` = a permutation of `index` in [0, count) that gives each die whole chunks.
+
+    Rounds of N*chunk ids: launch id i runs on die i % N, which takes the round's chunk
+    number i % N, in order; that pins every chunk of a full round to one die. The tail (fewer
+    than N chunks) is split XCD-contiguously: each die runs one contiguous piece of it, so a
+    tail chunk spans few dies rather than all. Always a bijection; it pins chunks to dies when
+    `index` % N is the die of the launch slot (the ids before `index`'s range are a multiple of N).
+    """
+    n = _dies(hook, dies)
+    return [
+        f"    per_round = {n} * {chunk}",
+        f"    rounds_end = {count} - {count} % per_round",
+        f"    if {index} < rounds_end:",
+        f"        {target} = ({index} // per_round) * per_round + ({index} % {n}) * {chunk} "
+        f"+ ({index} // {n}) % {chunk}",
+        "    else:",
+        f"        tail = {count} - rounds_end",
+        f"        tail_q = (tail + {n} - 1) // {n}",
+        f"        tall = tail - (tail_q - 1) * {n}",
+        f"        tail_xcd = ({index} - rounds_end) % {n}",
+        f"        tail_local = ({index} - rounds_end) // {n}",
+        "        if tail_xcd < tall:",
+        f"            {target} = rounds_end + tail_xcd * tail_q + tail_local",
+        "        else:",
+        f"            {target} = rounds_end + tall * tail_q + (tail_xcd - tall) * (tail_q - 1) + tail_local",
+    ]
+
+
+def _unravel_3d(hook: HookSignature, block: str, unit: str) -> list[str]:
+    _, _, heads = hook.grid_params
+    return [f"    return {block}, {unit} // {heads}, {unit} % {heads}"]
+
+
+def _attention_naive_head_first(hook: HookSignature) -> list[str]:
+    blocks, _, _ = hook.grid_params
+    return [f"    unit = {hook.pid} // {blocks}"] + _unravel_3d(hook, f"{hook.pid} % {blocks}", "unit")
+
+
+def _attention_swizzled_head_first(hook: HookSignature, group: int, dies: int | None) -> list[str]:
+    # A cluster is `group` heads x all their q blocks: group * blocks consecutive ids in head-first
+    # order. Whole clusters are pinned to dies; each die walks its clusters head by head.
+    blocks, _, _ = hook.grid_params
+    return ([f"    count = {_count(hook)}", f"    cluster = {group} * {blocks}"]
+            + _order_cluster_rounds(hook, hook.pid, "count", "cluster", "lid", dies)
+            + ["    unit = lid // " + blocks] + _unravel_3d(hook, f"lid % {blocks}", "unit"))
+
+
+def _attention_swizzled_block_first(hook: HookSignature, group: int, dies: int | None) -> list[str]:
+    # Block-first rows (one q block, every unit) keep their order; inside each row, the units are
+    # permuted so that die i % N gets whole clusters of `group` units. When N divides the units
+    # per row, the die of row position i is i % N in every row, so a cluster stays on one die for
+    # all its q blocks; otherwise the assignment rotates from row to row (still a bijection).
+    _, batch, heads = hook.grid_params
+    return ([f"    units = {batch} * {heads}", f"    block = {hook.pid} // units", f"    position = {hook.pid} % units"]
+            + _order_cluster_rounds(hook, "position", "units", str(group), "unit", dies)
+            + _unravel_3d(hook, "block", "unit"))
+
+
 def _compose(doc: str, order: list[str], raster: list[str] | None, hook: HookSignature) -> str:
     tail = raster if raster is not None else ["    return lid"]
     return "\n".join(_header(hook, doc) + order + tail) + "\n"
@@ -129,6 +197,11 @@ def _needs(hook: HookSignature, ndim: int, family: str) -> None:
 def identity(hook: HookSignature) -> str:
     if hook.ndim == 1:
         return _compose("Identity: launch order is logical order.", _order_identity(hook), None, hook)
+    if hook.ndim == 3:
+        blocks, batch, heads = hook.grid_params
+        return _compose("Identity (naive block-first): heads cycle fastest, then batch, q block slowest.", [],
+                        [f"    return {hook.pid} // ({batch} * {heads}), ({hook.pid} // {heads}) % {batch}, "
+                         f"{hook.pid} % {heads}"], hook)
     _needs(hook, 2, "identity")
     return _compose("Identity: row-major tiles in launch order.", _order_identity(hook), _raster_row_major(hook), hook)
 
@@ -180,7 +253,26 @@ def xcd_chunked_grouped(hook: HookSignature, chunk: int, group_m: int, dies: int
                     _order_xcd_chunked(hook, chunk, dies), _raster_grouped(hook, group_m), hook)
 
 
+def head_first(hook: HookSignature) -> str:
+    _needs(hook, 3, "head_first")
+    return _compose("Naive head-first: all q blocks of one head consecutively, striped over the dies.", [],
+                    _attention_naive_head_first(hook), hook)
+
+
+def swizzled_head_first(hook: HookSignature, group: int, dies: int | None = None) -> str:
+    _needs(hook, 3, "swizzled_head_first")
+    return _compose(f"Swizzled head-first: clusters of {group} heads pinned to one die each, head by head.", [],
+                    _attention_swizzled_head_first(hook, group, dies), hook)
+
+
+def swizzled_block_first(hook: HookSignature, group: int, dies: int | None = None) -> str:
+    _needs(hook, 3, "swizzled_block_first")
+    return _compose(f"Swizzled block-first: clusters of {group} heads pinned to one die each, q block by q block.",
+                    [], _attention_swizzled_block_first(hook, group, dies), hook)
+
+
 FAMILIES: dict[str, Callable[..., str]] = {
     f.__name__: f for f in (identity, xcd_contiguous, xcd_chunked, col_major, grouped, xcd_row_major,
-                            xcd_col_major, xcd_grouped, xcd_chunked_grouped)
+                            xcd_col_major, xcd_grouped, xcd_chunked_grouped, head_first, swizzled_head_first,
+                            swizzled_block_first)
 }

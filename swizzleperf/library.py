@@ -16,16 +16,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from swizzleperf.errors import RunError, SwizzlePerfError
-from swizzleperf.kernel import HookSignature
 from swizzleperf.adapt import adapt_to_hook
+from swizzleperf.errors import LibraryError, RunError
+from swizzleperf.kernel import HookSignature
 from swizzleperf.runs import RunDir
 
 ENTRY_SCHEMA_VERSION = 1
-
-
-class LibraryError(SwizzlePerfError):
-    """A library entry is missing, clashes, or does not fit the kernel it is applied to."""
 
 
 class LibraryEntry(BaseModel):

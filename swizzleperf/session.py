@@ -43,13 +43,28 @@ class OptimizeRequest:
     llm_mode: str
     llm_timeout: float
     llm_retries: int
+    library: Path | None
     write: bool
     resume: str | None
     runs_dir: Path
 
 
-def make_proposer(name: str, seed: int, llm: dict) -> Proposer:
-    """The proposer by name; `llm` holds model, api_base, mode, timeout_s, retries."""
+def make_proposer(name: str, seed: int, options: dict) -> Proposer:
+    """The proposer by name, behind the library warm start when options name a library.
+
+    `options` holds model, api_base, mode, timeout_s, retries (LLM) and library (a directory).
+    """
+    proposer = _base_proposer(name, seed, options)
+    if options.get("library"):
+        from swizzleperf.library import Library
+        from swizzleperf.proposers.warmstart import WarmStart
+        entries = Library(Path(options["library"])).entries()
+        if entries:
+            return WarmStart(entries, proposer)
+    return proposer
+
+
+def _base_proposer(name: str, seed: int, llm: dict) -> Proposer:
     if name == "search":
         return SearchProposer(seed=seed)
     if name in ("llm", "hybrid"):
@@ -129,6 +144,8 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
         options = {} if request.proposer == "search" else {
             "model": request.model, "api_base": request.api_base, "mode": request.llm_mode,
             "timeout_s": request.llm_timeout, "retries": request.llm_retries}
+        if request.library is not None:
+            options["library"] = str(request.library.resolve())
         proposer = make_proposer(request.proposer, request.seed, options)
         run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
                         LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed))

@@ -20,7 +20,6 @@ from swizzleperf.kernel import load_kernel
 from swizzleperf.optimize import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
-from swizzleperf.runs import RunDir
 from swizzleperf.session import OptimizeRequest, run_optimize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +39,7 @@ def small_softmax(tmp_path):
 def _request(kernel_path, runs_dir, **overrides):
     fields = dict(kernel_path=kernel_path, hardware="mi300x", profiler="sim", proposer="search", iterations=3,
                   patience=10, size=None, seed=0, model=None, api_base=None, llm_mode="aware", llm_timeout=180.0,
-                  llm_retries=3, write=False, resume=None, runs_dir=runs_dir)
+                  llm_retries=3, library=None, write=False, resume=None, runs_dir=runs_dir)
     fields.update(overrides)
     return OptimizeRequest(**fields)
 

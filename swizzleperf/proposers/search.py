@@ -20,6 +20,7 @@ from swizzleperf.remap import normalise
 _CHUNKS = (2, 4, 8, 16, 32, 64, 128)
 _GROUPS = (2, 4, 8, 16, 32)
 _VIRTUAL_DIES = (2, 4, 8, 16)  # on one shared L2 a "die" count is just a stride of the reorder
+_HEAD_GROUPS = (1, 2, 4, 8)  # heads per attention cluster: 1 for MHA, the heads per K/V head for GQA
 
 
 def candidate_space(hook: HookSignature, hw: HardwareSpec) -> dict[str, list[FamilyInstance]]:
@@ -47,6 +48,12 @@ def candidate_space(hook: HookSignature, hw: HardwareSpec) -> dict[str, list[Fam
             "xcd_grouped": [i for g in groups for i in with_dies("xcd_grouped", group_m=g)],
             "xcd_chunked_grouped": [i for c in (4, 2, 8, 16) for g in (8, 4, 16)
                                     for i in with_dies("xcd_chunked_grouped", chunk=c, group_m=g)],
+        }
+    if hook.ndim == 3:  # attention: (q blocks, batch, heads); the identity is naive block-first
+        return {
+            "head_first": [inst("head_first")],
+            "swizzled_head_first": [i for g in _HEAD_GROUPS for i in with_dies("swizzled_head_first", group=g)],
+            "swizzled_block_first": [i for g in _HEAD_GROUPS for i in with_dies("swizzled_block_first", group=g)],
         }
     return {}
 

@@ -89,7 +89,10 @@ def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_di
     kernel.size(size)  # a ContractError naming the declared sizes
     path = cached_trace_path(kernel, size, line_bytes, cache_dir)
     if use_cache and path.exists() and meta_path(path).exists():
-        return Trace.load(path)
+        try:
+            return Trace.load(path)
+        except TraceCaptureError as exc:
+            warnings.warn(f"{exc}; capturing it again", RuntimeWarning, stacklevel=2)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
         out = Path(tmp) / "trace.npz"
         request = CaptureRequest(kernel_path=str(kernel.path), kernel_sha256=kernel.sha256, size=size,

@@ -16,6 +16,7 @@ mode splits batches whose programs take different branches) and lays them out pr
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -135,11 +136,13 @@ def _compiled(name: str):
     return numba.njit(sig, cache=True, nogil=True)(fn)
 
 
-def distinct_lines(layout: VirtualLayout, shift: int, ptrs: np.ndarray, mask: np.ndarray | None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def distinct_lines(layout: VirtualLayout, shift: int, ptrs: np.ndarray, mask: np.ndarray | None,
+                   out_of_bounds: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct sorted lines per column of a (lanes, columns) block; columns broadcast (1 or Q).
 
-    Returns (lines of all columns, column-major concatenated; count per column)."""
+    Returns (lines of all columns, column-major concatenated; count per column). An active lane
+    outside every region calls `out_of_bounds(address, column)`, which must raise (by default
+    the layout's TraceCaptureError)."""
     ptrs = np.asarray(ptrs)
     mask = np.ones((1, 1), bool) if mask is None else np.asarray(mask, dtype=bool)
     n_lanes = max(ptrs.shape[0], mask.shape[0])
@@ -152,7 +155,7 @@ def distinct_lines(layout: VirtualLayout, shift: int, ptrs: np.ndarray, mask: np
     n = _compiled("distinct_lines")(p, m, layout.host_starts, layout.host_ends, layout.virtual_starts, shift, scratch, out, counts)
     if n < 0:
         i, j = divmod(-1 - n, n_cols)
-        layout.raise_out_of_bounds(int(p[i, j]))
+        (out_of_bounds or (lambda address, column: layout.raise_out_of_bounds(address)))(int(p[i, j]), j)
     return out[:n], counts
 
 

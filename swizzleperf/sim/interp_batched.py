@@ -61,6 +61,17 @@ class NeedsReference(BaseException):
         self.reason = reason
 
 
+class ProgramFault(BaseException):
+    """Program `program` accessed memory outside every tensor (`error` says where).
+
+    Raised instead of the error itself so the caller can confirm it in reference mode first."""
+
+    def __init__(self, program: int, error: TraceCaptureError):
+        super().__init__(str(error))
+        self.program = program
+        self.error = error
+
+
 class _Expired(BaseException):
     """A lazy load dropped to bound memory was needed after all: rerun without dropping."""
 
@@ -175,14 +186,12 @@ class BatchedCapture:
         self.coords: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._poisoned: np.ndarray | None = None
         self._poison_log: list[np.ndarray] = []
-        self._lanes_in_batch = 0
         self._max_lanes = 0
         self._held = 0
         self.expire = expire
         self._live: deque[tuple[weakref.ref, int]] = deque()  # unforced lazy loads, oldest first
         self._live_lanes = 0
         self.batches = 0
-        self.lazy_forced = 0
         self.Lazy = None  # the TensorHandle subclass, set by batched_interpreter()
 
     # memory instructions
@@ -192,11 +201,17 @@ class BatchedCapture:
         m = None if mask is None else mask.reshape(-1, mask.shape[-1])
         if m is not None and m.shape[0] != p.shape[0]:
             raise TraceCaptureError(f"internal: mask lanes {mask.shape} do not match pointer lanes {ptrs.shape}")
-        values, counts = distinct_lines(self.layout, self.shift, p, m)
+        values, counts = distinct_lines(self.layout, self.shift, p, m, self._fault)
         self.batch.add(values, counts, is_store)
-        self._lanes_in_batch += p.shape[0]
         self._max_lanes = max(self._max_lanes, p.shape[0])
         return values
+
+    def _fault(self, address: int, column: int) -> None:
+        program = int(self.batch.programs[column if len(self.batch.programs) > 1 else 0])
+        try:
+            self.layout.raise_out_of_bounds(address)
+        except TraceCaptureError as error:
+            raise ProgramFault(program, error) from None
 
     def poison(self, lines: np.ndarray) -> None:
         if self._poisoned is None:
@@ -419,7 +434,6 @@ def _batched_ops(engine: BatchedCapture, interp) -> dict[str, Callable]:
             shape = np.broadcast_shapes(p.shape, *(x.shape for x in (m, o) if x is not None))
             mb = np.broadcast_to(True if m is None else m, shape)
             ob = np.zeros(shape, dtype_np) if o is None else np.broadcast_to(o, shape)
-            engine.lazy_forced += 1
             return TH(interp._interpreter.load(np.broadcast_to(p, shape), mb, ob, dtype_np), dtype_tt)
 
         load = engine.Lazy(compute, _unforced([other]))
@@ -511,9 +525,9 @@ def _lazy_split(method: Callable, engine: BatchedCapture) -> Callable:
     def wrapper(self, val):
         if not _unforced([val]):
             return method(self, val)
-        both = engine.Lazy(lambda: method(self, val)[0], [val])
+        first = engine.Lazy(lambda: method(self, val)[0], [val])
         second = engine.Lazy(lambda: method(self, val)[1], [val])
-        return both, second
+        return first, second
     return wrapper
 
 
@@ -676,8 +690,6 @@ def _language_patches(engine: BatchedCapture, interp):
             scope.set_attr(mod, "associative_scan", scan)
 
     return patch_lang_tensor, patch_reduce_scan
-
-
 
 
 @contextlib.contextmanager

@@ -52,8 +52,8 @@ class ReferenceRecorder:
 
     def __init__(self, line_bytes: int, on_program: Callable[[int], None] | None = None, keep_undo: bool = False):
         self.line_bytes = line_bytes
-        self.undo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = [] if keep_undo else None
         self.shift = line_shift(line_bytes)
+        self.undo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = [] if keep_undo else None
         self.layout: VirtualLayout | None = None
         self.events: dict[int, EventBatch] = {}
         self.current: EventBatch | None = None
@@ -171,7 +171,6 @@ class PreparedLaunch:
     kwargs_hst: dict
     layout: VirtualLayout
     grid: tuple[int, int, int]
-    kernel_args: dict | None = None  # filled in while the interpreter's language patches are active
 
 
 def prepare_launch(executor, args_dev: tuple, kwargs: dict) -> PreparedLaunch:
@@ -196,16 +195,14 @@ def language_patched(launch: PreparedLaunch) -> Iterator[dict]:
     scope = interp._patch_lang(ex.fn)
     try:
         args = inspect.getcallargs(ex.fn, *launch.args_hst, **launch.kwargs_hst)
-        launch.kernel_args = {name: arg if name in ex.constexprs else interp._implicit_cvt(arg)
-                              for name, arg in args.items()}
+        kernel_args = {name: arg if name in ex.constexprs else interp._implicit_cvt(arg) for name, arg in args.items()}
         interp.interpreter_builder.set_grid_dim(*launch.grid)
-        yield launch.kernel_args
+        yield kernel_args
     finally:
         scope.restore()
 
 
-def run_programs(launch: PreparedLaunch, programs: Iterable[int], recorder: ReferenceRecorder,
-                 on_program: Callable[[int], None] | None = None) -> None:
+def run_programs(launch: PreparedLaunch, programs: Iterable[int], recorder: ReferenceRecorder) -> None:
     """Run the chosen programs, in order, on the stock interpreter with `recorder` observing."""
     interp = _interpreter()
     recorder.set_layout(launch.layout)
@@ -213,5 +210,3 @@ def run_programs(launch: PreparedLaunch, programs: Iterable[int], recorder: Refe
         for pid in programs:
             interp.interpreter_builder.set_grid_idx(*program_coords(pid, launch.grid))
             launch.executor.fn(**kernel_args)
-            if on_program:
-                on_program(pid)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
-from swizzleperf.sim.interp_batched import NeedsReference, capture_batched
+from swizzleperf.sim.interp_batched import NeedsReference, ProgramFault, capture_batched, check_version
 from swizzleperf.sim.interp_reference import (
     PreparedLaunch, ReferenceRecorder, prepare_launch, reference_hooks, run_programs,
 )
@@ -114,9 +114,15 @@ class LaunchCapture:
         self._capture_reference(stock_call, executor, args_dev, kwargs)
 
     def _capture_fast(self, executor, args_dev, kwargs) -> None:
+        check_version()
         launch = prepare_launch(executor, args_dev, kwargs)
         self.grid = launch.grid
-        engine = capture_batched(launch, self.line_bytes, self.progress)
+        try:
+            engine = capture_batched(launch, self.line_bytes, self.progress)
+        except ProgramFault as fault:  # reference mode has the last word on a kernel's errors
+            self._run_alone(launch, fault.program, ReferenceRecorder(self.line_bytes, keep_undo=True))
+            raise NeedsReference(f"fast mode reported for program {fault.program}: {fault.error}; "
+                                 f"reference mode runs that program without error") from None
         self.batches = engine.batches
         trace = engine.builder.build()
         self._check_sample(launch, trace)
@@ -154,17 +160,21 @@ class LaunchCapture:
             self._compare_programs(launch, trace, sample)
         self.verified = sample
 
+    def _run_alone(self, launch: PreparedLaunch, pid: int, recorder: ReferenceRecorder) -> None:
+        """One program on the stock interpreter; its writes are undone, so memory stays initial."""
+        try:
+            run_programs(launch, [pid], recorder)
+        except SwizzlePerfError:
+            raise
+        except Exception as exc:
+            raise as_capture_error(exc) from exc
+        finally:
+            recorder.undo_writes()
+
     def _compare_programs(self, launch: PreparedLaunch, trace: Trace, sample: list[int]) -> None:
         for pid in sample:
             recorder = ReferenceRecorder(self.line_bytes, keep_undo=True)
-            try:
-                run_programs(launch, [pid], recorder)
-            except SwizzlePerfError:
-                raise
-            except Exception as exc:
-                raise as_capture_error(exc) from exc
-            finally:
-                recorder.undo_writes()  # the next program (or a fallback) starts from the initial memory
+            self._run_alone(launch, pid, recorder)
             want, got = recorder.program_trace(pid), trace.program(pid)
             if not (np.array_equal(want.lines, got.lines) and np.array_equal(want.is_store, got.is_store)
                     and np.array_equal(want.event_offsets, got.event_offsets)):
