@@ -10,8 +10,6 @@ import hashlib
 import os
 from pathlib import Path
 
-import numba
-
 
 def _numba_cache_dir() -> Path:
     digest = hashlib.sha256()
@@ -22,4 +20,6 @@ def _numba_cache_dir() -> Path:
 
 
 if not os.environ.get("NUMBA_CACHE_DIR"):
-    numba.config.CACHE_DIR = str(_numba_cache_dir())
+    # Through the environment, so it also holds if numba is imported later (and in children);
+    # the GPU-only paths (dispatch model, pictures) never import numba at all.
+    os.environ["NUMBA_CACHE_DIR"] = str(_numba_cache_dir())
