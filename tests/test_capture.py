@@ -181,6 +181,9 @@ def gather_kernel(x_ptr, idx_ptr, out_ptr, n_idx, stride, BLOCK: tl.constexpr, N
     grid2 = tl.reshape(idx, (BLOCK // 4, 4))
     col = tl.sum(grid2, 1)
     tl.store(out_ptr + 192 + col % 8 + tl.arange(0, BLOCK // 4), col.to(tl.float32))
+    whole = tl.sum(grid2)
+    kept = tl.max(grid2, axis=1, keep_dims=True)
+    tl.store(out_ptr + 224 + whole % 8 + kept % 4 + tl.zeros((1, 4), tl.int32), kept.to(tl.float32))
 
 SIZES = {"s": {"n_idx": 150, "rows": 50}}
 def grid(size): return (triton.cdiv(size["n_idx"], 32),)
@@ -192,6 +195,52 @@ def make_outputs(size, device): return {"out": torch.zeros(256)}
 def launch(inputs, outputs, size, num_xcds):
     gather_kernel[grid(size)](inputs["x"], inputs["idx"], outputs["out"], size["n_idx"], 8, BLOCK=32,
                               NUM_XCDS=num_xcds)
+''',
+    # Loaded data through join/split/permute/reshape/cat/gather/trans, then used as addresses.
+    "shapes": '''
+@triton.jit
+def shapes_kernel(x_ptr, out_ptr, NUM_XCDS: tl.constexpr):
+    pid = swizzle(tl.program_id(0), tl.num_programs(0), NUM_XCDS)
+    offs = tl.arange(0, 8)
+    a = tl.load(x_ptr + pid * 8 + offs)
+    b = offs * 3 + pid
+    j = tl.join(a, b)
+    lo, hi = tl.split(j)
+    p = tl.permute(tl.reshape(j, (2, 4, 2)), (2, 0, 1))
+    flat = tl.reshape(p, (16,))
+    c = tl.cat(lo, hi, can_reorder=True)
+    g = tl.gather(flat, (offs * 5) % 16, 0)
+    t = tl.reshape(tl.trans(tl.reshape(c, (4, 4))), (16,))
+    e = tl.broadcast_to(tl.expand_dims(hi, 0), (2, 8))
+    tl.store(out_ptr + flat % 64, flat)
+    tl.store(out_ptr + 64 + c % 64, c)
+    tl.store(out_ptr + 128 + g % 64, g)
+    tl.store(out_ptr + 192 + t % 64, t)
+    tl.store(out_ptr + 256 + e % 64, e)
+
+SIZES = {"s": {"programs": 7}}
+def grid(size): return (size["programs"],)
+def make_inputs(size, seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randint(0, 1000, (size["programs"] * 8,), generator=g, dtype=torch.int32)}
+def make_outputs(size, device): return {"out": torch.zeros(320, dtype=torch.int32)}
+def launch(inputs, outputs, size, num_xcds):
+    shapes_kernel[grid(size)](inputs["x"], outputs["out"], NUM_XCDS=num_xcds)
+''',
+    # A 2D launch grid: programs are numbered x + y * nx.
+    "grid2d": '''
+@triton.jit
+def grid2d_kernel(x_ptr, y_ptr, NUM_XCDS: tl.constexpr):
+    pid = swizzle(tl.program_id(0) + tl.program_id(1) * tl.num_programs(0), tl.num_programs(0), NUM_XCDS)
+    offs = tl.program_id(1) * 256 + tl.program_id(0) * 32 + tl.arange(0, 32)
+    tl.store(y_ptr + pid * 32 + tl.arange(0, 32), tl.load(x_ptr + offs))
+
+SIZES = {"s": {"nx": 3, "ny": 4}}
+def grid(size): return (size["nx"] * size["ny"],)
+def make_inputs(size, seed, device): return {"x": torch.randn(size["ny"] * 256)}
+def make_outputs(size, device): return {"y": torch.zeros(size["nx"] * size["ny"] * 32)}
+def launch(inputs, outputs, size, num_xcds):
+    grid2d_kernel[(size["nx"], size["ny"])](inputs["x"], outputs["y"], NUM_XCDS=num_xcds)
 ''',
     # Views with storage offsets and strides, int64 row math; two arguments share one storage.
     "views": '''
@@ -363,7 +412,8 @@ def launch(inputs, outputs, size, num_xcds):
 # Kernels of the suite, at their smallest sizes, and purpose-written ones; (file, size).
 SUITE = {"softmax-tiny": ("softmax", "tiny"), "softmax-small": ("softmax", "small")}
 SUITE.update({f"{k}-tiny": (k, "tiny") for k in ("gemm", "transpose", "layernorm") if (ROOT / f"kernels/{k}.py").exists()})
-BATCHED = ["copy", "dot2d", "views", "gather", "atomic_acc", "descriptor_twin", "int32_wrap"]  # probe + one batch
+BATCHED = ["copy", "dot2d", "views", "gather", "shapes", "grid2d", "atomic_acc", "descriptor_twin",
+           "int32_wrap"]  # probe + one batch
 DIVERGENT = ["ragged", "branchy"]  # batches split on the way
 FALLBACK = {"ticket": "atomic", "readback": "wrote", "descriptor": "tensor descriptors"}
 FAILING = {"two_launches": "exactly one launch", "block_ptr": "Block pointers",
