@@ -195,6 +195,12 @@ def _summarise(console: Console, run: RunDir, history: History) -> None:
             f"[bold]L2 hit rate, {label}[/]: baseline {baseline.report.hit_pct:.2f}% -> best "
             f"[bold green]{best.report.hit_pct:.2f}%[/] ({best.family}, iteration {best.iteration}); "
             f"ceiling {rec.ceiling_pct:.2f}%", highlight=False)
+    if best and baseline and best.report and baseline.report and best.report.timing and baseline.report.timing:
+        from swizzleperf.profilers.timer import speedup
+        ratio, low, high = speedup(baseline.report.timing, best.report.timing)
+        console.print(f"time (do_bench median, L2 {best.report.timing.l2_state}): {baseline.report.timing.median_ms:.4f} ms "
+                      f"-> {best.report.timing.median_ms:.4f} ms, speedup {ratio:.3f}x (p20/p80 range {low:.3f}-{high:.3f})",
+                      highlight=False)
     if rec.usage.calls:
         console.print(f"LLM: {rec.usage.calls} calls, {rec.usage.prompt_tokens} prompt + "
                       f"{rec.usage.completion_tokens} completion tokens")

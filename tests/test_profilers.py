@@ -26,6 +26,7 @@ from swizzleperf.kernel import HookSignature, KernelFile, load_kernel
 from swizzleperf.profilers import ncu, rocprof, select, timer
 from swizzleperf.profilers.runner import (
     child_env, kernel_name_regex, launched_kernel_names, run_tool, runner_command, write_candidate)
+from swizzleperf.profilers.timed import TimedProfiler
 from swizzleperf.report import Timing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -539,7 +540,9 @@ def test_select_auto_uses_the_vendor_profiler_when_found(runtime, hw, tool, cls,
     binary = _executable(fake_bin / tool, "#!/bin/sh\nexit 0\n")
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: runtime)
     profiler, reason = select.select_profiler("auto", hw, progress=print)  # progress is for the simulator only
-    assert isinstance(profiler, cls) and reason == f"{label} and {tool} at {binary}: {tool}"
+    # with a GPU here, counters come with do_bench timing of the same kernel
+    assert isinstance(profiler, TimedProfiler) and isinstance(profiler.inner, cls)
+    assert profiler.name == tool and reason == f"{label} and {tool} at {binary}: {tool}"
 
 
 def test_select_auto_does_not_measure_another_vendors_gpu(fake_sim: type, fake_bin: Path,

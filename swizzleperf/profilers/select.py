@@ -45,10 +45,10 @@ def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Pr
         return _simulator(hw, sim_options), "requested: simulator"
     if name == "ncu":
         profiler = ncu.NcuProfiler(hw)
-        return profiler, f"requested: ncu at {profiler.binary}"
+        return _timed(profiler, hw), f"requested: ncu at {profiler.binary}"
     if name == "rocprofv3":
         profiler = rocprof.RocprofV3Profiler(hw)
-        return profiler, f"requested: rocprofv3 at {profiler.binary}"
+        return _timed(profiler, hw), f"requested: rocprofv3 at {profiler.binary}"
     if name != "auto":
         raise ProfilerError(f"unknown profiler {name!r}: choose one of {', '.join(PROFILERS)}")
 
@@ -65,4 +65,12 @@ def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Pr
     if path is None:
         return _simulator(hw, sim_options), f"{label} but no {tool} on PATH or in {', '.join(dirs)}: simulator"
     profiler = rocprof.RocprofV3Profiler(hw, binary=path) if runtime == "rocm" else ncu.NcuProfiler(hw, binary=path)
-    return profiler, f"{label} and {tool} at {path}: {tool}"
+    return _timed(profiler, hw), f"{label} and {tool} at {path}: {tool}"
+
+
+def _timed(profiler: Profiler, hw: HardwareSpec) -> Profiler:
+    """Hardware counters plus do_bench timing, when a GPU is here to time on."""
+    if local_gpu_runtime() is None:
+        return profiler
+    from swizzleperf.profilers.timed import TimedProfiler
+    return TimedProfiler(profiler, num_xcds=hw.num_domains)
