@@ -91,8 +91,8 @@ SIZES = {
     # each 32 lines of a, b, c and out: 4.0 M line accesses, 31,250 of b's 1.0 M unique, so the
     # ceiling is 24 %. 977 tile columns is odd, so under the identity every XCD fetches all of b and
     # sweeps 977 programs x 16 KB = 15.6 MB between two reads of a block. The simulator (mi300x
-    # preset) predicts L2 hit rates of 6.1 % for the identity, 0.0 % for XCD-contiguous rows (each
-    # XCD runs 4 whole rows, so all of b, in turn) and 24.2 % for XCD-contiguous over a
+    # preset) predicts L2 hit rates of 0.0 % for the identity and for XCD-contiguous rows (each
+    # XCD runs 4 whole rows, so all of b, in turn), and 24.2 % for XCD-contiguous over a
     # column-major order (each XCD owns ~122 tile columns, 0.5 MB of b, and runs their rows
     # together), the ceiling.
     "medium": {"M": 32, "N": 1_000_000},
