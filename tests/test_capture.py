@@ -409,9 +409,9 @@ def launch(inputs, outputs, size, num_xcds):
 ''',
 }
 
-# Kernels of the suite, at their smallest sizes, and purpose-written ones; (file, size).
-SUITE = {"softmax-tiny": ("softmax", "tiny"), "softmax-small": ("softmax", "small")}
-SUITE.update({f"{k}-tiny": (k, "tiny") for k in ("gemm", "transpose", "layernorm") if (ROOT / f"kernels/{k}.py").exists()})
+# Every kernel of the suite at its first check size (None), softmax also at "small": (file, size).
+SUITE = {f"{path.stem}-check": (path, None) for path in sorted((ROOT / "kernels").glob("*.py"))}
+SUITE["softmax-small"] = (ROOT / "kernels/softmax.py", "small")
 BATCHED = ["copy", "dot2d", "views", "gather", "shapes", "grid2d", "atomic_acc", "descriptor_twin",
            "int32_wrap"]  # probe + one batch
 DIVERGENT = ["ragged", "branchy"]  # batches split on the way
@@ -428,6 +428,7 @@ from swizzleperf.sim.capture import record_trace
 out = Path(sys.argv[2])
 for name, (path, size) in json.loads(Path(sys.argv[1]).read_text()).items():
     kernel = load_kernel(path)
+    size = size or kernel.check_sizes[0]
     for mode in ("reference", "fast"):
         warnings = []
         try:
@@ -468,7 +469,7 @@ def _write_kernel(directory: Path, name: str, body: str) -> Path:
 def captured(tmp_path_factory) -> Captured:
     work = tmp_path_factory.mktemp("capture")
     cases = {name: (str(_write_kernel(work, name, body)), "s") for name, body in KERNELS.items()}
-    cases.update({name: (str(ROOT / f"kernels/{k}.py"), size) for name, (k, size) in SUITE.items()})
+    cases.update({name: (str(path), size) for name, (path, size) in SUITE.items()})
     (work / "cases.json").write_text(json.dumps(cases))
     out = work / "out"
     out.mkdir()
@@ -495,7 +496,7 @@ def test_fast_trace_equals_reference_trace(captured, name):
     assert fast.num_accesses > 0
 
 
-@pytest.mark.parametrize("name", BATCHED + [n for n in SUITE if n.endswith("tiny")])
+@pytest.mark.parametrize("name", [*BATCHED, "softmax-check", "softmax-small"])
 def test_uniform_kernels_run_as_one_batch_after_the_probe(captured, name):
     assert captured.meta(name, "fast").batches == 2
 
@@ -565,8 +566,8 @@ def test_views_of_one_storage_share_one_region(captured):
 
 def test_layout_is_stable_across_processes(captured, tmp_path):
     kernel = load_kernel(ROOT / "kernels/softmax.py")
-    again = capture.capture_trace(kernel, "tiny", cache_dir=tmp_path, use_cache=False)
-    _assert_same(again, captured.trace("softmax-tiny", "fast"))
+    again = capture.capture_trace(kernel, kernel.check_sizes[0], cache_dir=tmp_path, use_cache=False)
+    _assert_same(again, captured.trace("softmax-check", "fast"))
 
 
 # --- the cache ------------------------------------------------------------------------------
