@@ -169,8 +169,23 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, n
         batch, heads, heads // kv_heads, seq,
         math.log2(math.e) / math.sqrt(dim),
         HEAD_DIM=dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal, NUM_XCDS=num_xcds,
+        **_launch_config(dim),
     )
     return o
+
+
+def _launch_config(dim: int) -> dict[str, int]:
+    """Warps and pipeline stages, from offline compiles with triton 3.9 (no GPU was at hand).
+
+    At D = 128 with 4 warps, sm_90 spills (255 registers + 752 B of stack, cuobjdump) and gfx942
+    needs 271 VGPRs (occupancy 1); with 8 warps sm_90 fits in 248 registers and gfx942 in 256
+    VGPRs without spills. On gfx942 one stage keeps it that way (two spill a VGPR) and within
+    the 64 KB of LDS; sm_90 keeps Triton's default stages (128 KB of its 227 KB shared memory).
+    """
+    config = {"num_warps": 8 if dim >= 64 else 4}
+    if torch.version.hip:
+        config["num_stages"] = 1
+    return config
 
 
 # --- swizzleperf problem declaration --------------------------------------------------------
@@ -185,7 +200,10 @@ SIZES = {
     # K/V: 8 x 2 x 4096 x 128 x 2 B = 16 MB, 2 MB per group, against a 4 MB L2 per XCD. 32 x 32 =
     # 1024 programs; Q block i reads 256 lines of Q, 2 x (i + 1) x 128 rows x 2 lines of K and V,
     # and writes 256 lines of O: 32 heads x (512 x 32 + 512 x 528) = 9.2 M line accesses.
-    # Block-first order spreads each KV group over 4 XCDs (heads h -> XCD h % 8).
+    # Block-first order spreads each KV group over 4 XCDs (heads h -> XCD h % 8). Simulated mi300x
+    # L2 hit rates (fast capture 18 s): identity 78.1 %, naive head-first 82.7 %, swizzled
+    # head-first 88.6 % with group 1 and 92.85 % with group 4 or 8, swizzled block-first with
+    # group 4 92.86 %; ceiling 92.86 % (a KV group's 2 MB fits one L2, so both pinned orders reach it).
     "medium": {"batch": 1, "heads": 32, "kv_heads": 8, "seq": 4096, "head_dim": 128, "causal": 1, "bf16": 0},
     # Llama-3-70B-like prefill of 8192 tokens (64 heads, 8 KV groups of 8): GPU only.
     "large": {"batch": 1, "heads": 64, "kv_heads": 8, "seq": 8192, "head_dim": 128, "causal": 1, "bf16": 0},

@@ -49,11 +49,13 @@ def candidate_space(hook: HookSignature, hw: HardwareSpec) -> dict[str, list[Fam
             "xcd_chunked_grouped": [i for c in (4, 2, 8, 16) for g in (8, 4, 16)
                                     for i in with_dies("xcd_chunked_grouped", chunk=c, group_m=g)],
         }
-    if hook.ndim == 3:  # attention: (q blocks, batch, heads); the identity is naive block-first
+    if hook.ndim == 3:  # attention: (q blocks, batch, heads); the identity (the baseline) is naive block-first
+        # Swizzled block-first with group 1 is the identity whenever N divides batch * heads: left out.
         return {
             "head_first": [inst("head_first")],
             "swizzled_head_first": [i for g in _HEAD_GROUPS for i in with_dies("swizzled_head_first", group=g)],
-            "swizzled_block_first": [i for g in _HEAD_GROUPS for i in with_dies("swizzled_block_first", group=g)],
+            "swizzled_block_first": [i for g in _HEAD_GROUPS[1:]
+                                     for i in with_dies("swizzled_block_first", group=g)],
         }
     return {}
 
