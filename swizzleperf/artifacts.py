@@ -13,7 +13,9 @@ from swizzleperf import plots
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.history import Attempt, History
 from swizzleperf.kernel import KernelFile
+from swizzleperf.profilers.timer import speedup
 from swizzleperf.remap import logical_ids
+from swizzleperf.report import ceiling_text
 from swizzleperf.runs import RunDir
 from swizzleperf.sim.dispatch import slot_domains
 
@@ -27,7 +29,7 @@ def provenance(run: RunDir, attempt: Attempt) -> str:
         f"{attempt.family}: found by swizzleperf run {rec.run_id} (iteration {attempt.iteration}, {attempt.origin}).",
         f"Kernel {rec.kernel.name} (sha256 {rec.kernel.sha256[:12]}), size {rec.size}, hardware {rec.hardware.name}.",
         f"L2 hit rate {report.hit_pct:.2f}% {report.label}; baseline {rec.baseline_hit_pct:.2f}%, "
-        f"ceiling {rec.ceiling_pct:.2f}%." if rec.baseline_hit_pct is not None and rec.ceiling_pct is not None
+        f"{ceiling_text(rec.ceiling_pct)}." if rec.baseline_hit_pct is not None
         else f"L2 hit rate {report.hit_pct:.2f}% {report.label}.",
     ]
     bij = next((s for s in attempt.stages if s.stage == "bijectivity"), None)
@@ -99,9 +101,15 @@ def write_report(run: RunDir, history: History, pictures: list[str]) -> None:
            f"- ranking: {rec.ranking_rule}", ""]
     if baseline and baseline.report and best and best.report:
         out += [f"**Best: `{best.family}` (iteration {best.iteration}) — L2 hit {best.report.hit_pct:.2f}% vs "
-                f"baseline {baseline.report.hit_pct:.2f}%, ceiling {rec.ceiling_pct:.2f}%** "
-                f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points; "
-                f"{(rec.ceiling_pct or 0) - best.report.hit_pct:.2f} points of headroom left).", ""]
+                f"baseline {baseline.report.hit_pct:.2f}%, {ceiling_text(rec.ceiling_pct)}** "
+                f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points"
+                + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
+                   is not None else ")."), ""]
+        if best.report.timing and baseline.report.timing:
+            ratio, low, high = speedup(baseline.report.timing, best.report.timing)
+            out += [f"Time ({best.report.timing.source} median, L2 {best.report.timing.l2_state}): "
+                    f"{baseline.report.timing.median_ms:.4f} ms -> {best.report.timing.median_ms:.4f} ms, "
+                    f"speedup {ratio:.3f}x (p20/p80 range {low:.3f}-{high:.3f}).", ""]
         if best.report.per_domain:
             out += ["| die | accesses | hit % (baseline) | hit % (best) | unique lines (baseline) | unique lines (best) |",
                     "|---|---|---|---|---|---|"]

@@ -22,6 +22,7 @@ from rich.syntax import Syntax
 from swizzleperf import __version__, hardware
 from swizzleperf.errors import ContractError, SwizzlePerfError
 from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.report import ceiling_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Find program-id remaps (swizzles) that raise the L2 hit rate of Triton kernels.")
@@ -169,8 +170,8 @@ def profile(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
     if candidate is not None:
         console.print(report_table(candidate, baseline=baseline))
         console.print(f"{remap}: L2 hit {candidate.hit_pct:.2f}% vs {baseline.hit_pct:.2f}% for the original "
-                      f"({candidate.hit_pct - baseline.hit_pct:+.2f} points, {candidate.label}); ceiling "
-                      f"{candidate.ceiling_pct:.2f}%" if candidate.ceiling_pct is not None else "")
+                      f"({candidate.hit_pct - baseline.hit_pct:+.2f} points, {candidate.label}); "
+                      f"{ceiling_text(candidate.ceiling_pct)}", highlight=False)
     if json_out is not None:
         payload = {"original": baseline.model_dump(mode="json")}
         if candidate is not None:
@@ -388,7 +389,7 @@ def apply(name: str = typer.Argument(..., help="library entry"),
         raise typer.Exit(1)
     report, base = applied.attempt.report, applied.baseline
     console.print(f"L2 hit {report.hit_pct:.2f}% with {name} vs {base.hit_pct:.2f}% with the kernel's own remap "
-                  f"({report.hit_pct - base.hit_pct:+.2f} points, {report.label}); ceiling {report.ceiling_pct:.2f}%",
+                  f"({report.hit_pct - base.hit_pct:+.2f} points, {report.label}); {ceiling_text(report.ceiling_pct)}",
                   highlight=False)
     if write:
         kernel.path.write_text(kernel.with_hook(applied.source))

@@ -7,7 +7,7 @@ from rich.text import Text
 
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import Attempt, History
-from swizzleperf.report import BottleneckReport
+from swizzleperf.report import BottleneckReport, ceiling_text
 
 MiB = 1024 * 1024
 
@@ -28,7 +28,7 @@ def spec_table(specs: list[tuple[str, HardwareSpec]]) -> Table:
 def report_table(report: BottleneckReport, baseline: BottleneckReport | None = None) -> Table:
     """Totals and per-die rows of one report, with the baseline beside it when given."""
     title = (f"{report.kernel} (size {report.size}) on {report.hardware}: L2 hit {report.hit_pct:.2f}% "
-             f"{report.label}" + (f", ceiling {report.ceiling_pct:.2f}%" if report.ceiling_pct is not None else ""))
+             f"{report.label}, {ceiling_text(report.ceiling_pct)}")
     table = Table(title=title, title_justify="left")
     table.add_column("die", justify="right")
     table.add_column("programs", justify="right")

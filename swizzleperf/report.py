@@ -14,6 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 Source = Literal["sim", "ncu", "rocprofv3"]
 
 
+def ceiling_text(ceiling_pct: float | None) -> str:
+    """The ceiling beside every hit rate; hardware counters cannot give it (no unique-line count)."""
+    if ceiling_pct is None:
+        return "ceiling n/a (counters do not count unique lines; `--profiler sim` predicts it)"
+    return f"ceiling {ceiling_pct:.2f}%"
+
+
 class _ReadsItsOwnJSON(BaseModel):
     """Computed fields are written for people reading the JSON; drop them when reading it back."""
 
@@ -95,8 +102,7 @@ class BottleneckReport(_ReadsItsOwnJSON):
     def summary(self) -> str:
         """One line for histories and prompts."""
         parts = [f"L2 hit {self.hit_pct:.2f}% {self.label}"]
-        if self.ceiling_pct is not None:
-            parts.append(f"ceiling {self.ceiling_pct:.2f}%")
+        parts.append(ceiling_text(self.ceiling_pct))
         if self.per_domain and self.unique_lines is not None:
             per_die = sum(d.unique_lines or 0 for d in self.per_domain)
             parts.append(f"lines fetched per die summed {per_die} vs {self.unique_lines} unique")

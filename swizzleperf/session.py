@@ -25,6 +25,7 @@ from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal, Proposer
 from swizzleperf.proposers.search import SearchProposer
 from swizzleperf.render import attempts_table
+from swizzleperf.report import ceiling_text
 from swizzleperf.runs import RunDir, find_run
 
 
@@ -101,7 +102,7 @@ class ConsoleObserver(Observer):
             star = " [bold yellow]★ best[/]" if best is not None and best.iteration == attempt.iteration else ""
             self.console.print(
                 f"[green]✓[/] #{attempt.iteration:<3} {escape(attempt.family):<38} L2 hit [bold]{r.hit_pct:6.2f}%[/]"
-                f"{base}, ceiling {r.ceiling_pct:.2f}%){star} [dim]{attempt.seconds:.1f}s[/]", highlight=False)
+                f"{base}, {ceiling_text(r.ceiling_pct)}){star} [dim]{attempt.seconds:.1f}s[/]", highlight=False)
         else:
             failure = attempt.failure
             why = escape(f"{failure.stage}: {failure.detail.splitlines()[0][:100]}") if failure else "incomplete"
@@ -194,7 +195,7 @@ def _summarise(console: Console, run: RunDir, history: History) -> None:
         console.print(
             f"[bold]L2 hit rate, {label}[/]: baseline {baseline.report.hit_pct:.2f}% -> best "
             f"[bold green]{best.report.hit_pct:.2f}%[/] ({best.family}, iteration {best.iteration}); "
-            f"ceiling {rec.ceiling_pct:.2f}%", highlight=False)
+            f"{ceiling_text(rec.ceiling_pct)}", highlight=False)
     if best and baseline and best.report and baseline.report and best.report.timing and baseline.report.timing:
         from swizzleperf.profilers.timer import speedup
         ratio, low, high = speedup(baseline.report.timing, best.report.timing)
