@@ -96,7 +96,7 @@ SIZES = {
     # column-major order (each XCD owns ~122 tile columns, 0.5 MB of b, and runs their rows
     # together), the ceiling.
     "medium": {"M": 32, "N": 1_000_000},
-    "large": {"M": 128, "N": 2_000_000},
+    "large": {"M": 64, "N": 2_000_000},
 }
 DEFAULT_SIZE = "medium"
 CHECK_SIZES = ["tiny", "small"]  # cheap enough for the CPU interpreter

@@ -86,25 +86,32 @@ def spmv_csr(row_ptr: torch.Tensor, col_idx: torch.Tensor, values: torch.Tensor,
     return y
 
 
-def banded_csr(n: int, half_width: int, slots: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def banded_csr(n: int, half_width: int, slots: int, seed: int,
+               rows_per_chunk: int = 1 << 16) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A random (n, n) banded matrix in CSR: (row_ptr, col_idx, values), the same for the same seed.
 
     The band [i - half_width, i + half_width] of row i is cut into `slots` equal windows; each
     window holds one nonzero at a random column, kept with probability 7/8 (so row lengths vary)
-    and dropped where it falls outside the matrix. Columns come out sorted within each row.
+    and dropped where it falls outside the matrix. Columns come out sorted within each row. Rows
+    are drawn in chunks, so the temporaries stay small at the large sizes.
     """
     assert 1 <= slots <= 2 * half_width + 1, "each slot needs at least one column of the band"
     gen = torch.Generator(device="cpu").manual_seed(seed)
     edges = torch.arange(slots + 1, dtype=torch.float64) * ((2 * half_width + 1) / slots)
     lo, width = edges[:-1].floor(), edges[1:].floor() - edges[:-1].floor()
-    pick = (torch.rand(n, slots, generator=gen, dtype=torch.float64) * width).floor()
-    cols = (torch.arange(n, dtype=torch.float64)[:, None] - half_width + lo + pick).to(torch.int64)
-    keep = (cols >= 0) & (cols < n) & (torch.rand(n, slots, generator=gen) < 7 / 8)
+    lengths, col_chunks = [], []
+    for first in range(0, n, rows_per_chunk):
+        rows = torch.arange(first, min(first + rows_per_chunk, n), dtype=torch.float64)
+        pick = (torch.rand(len(rows), slots, generator=gen, dtype=torch.float64) * width).floor()
+        cols = (rows[:, None] - half_width + lo + pick).to(torch.int64)
+        keep = (cols >= 0) & (cols < n) & (torch.rand(len(rows), slots, generator=gen) < 7 / 8)
+        lengths.append(keep.sum(1))
+        col_chunks.append(cols[keep].to(torch.int32))
     row_ptr = torch.zeros(n + 1, dtype=torch.int64)
-    row_ptr[1:] = keep.sum(1).cumsum(0)
-    col_idx = cols[keep]
+    row_ptr[1:] = torch.cat(lengths).cumsum(0)
+    col_idx = torch.cat(col_chunks)
     values = torch.randn(col_idx.numel(), generator=gen)
-    return row_ptr.to(torch.int32), col_idx.to(torch.int32), values
+    return row_ptr.to(torch.int32), col_idx, values
 
 
 # --- swizzleperf problem declaration --------------------------------------------------------
