@@ -205,6 +205,11 @@ SIZES = {
     # head-first 88.6 % with group 1 and 92.85 % with group 4 or 8, swizzled block-first with
     # group 4 92.86 %; ceiling 92.86 % (a KV group's 2 MB fits one L2, so both pinned orders reach it).
     "medium": {"batch": 1, "heads": 32, "kv_heads": 8, "seq": 4096, "head_dim": 128, "causal": 1, "bf16": 0},
+    # Many MHA heads: 64 x 2 MB of K/V, 8 heads per XCD under block-first order. 2048 programs,
+    # 18.4 M line accesses (fast capture 11 s). Simulated mi300x L2 hit rates: identity 15.0 %
+    # and swizzled block-first 14.9 % (each XCD streams 8 heads' K/V, 16 MB, through 4 MB), naive
+    # head-first 51.6 %, swizzled head-first (group 1) 88.57 % = the ceiling.
+    "mha64_4k": {"batch": 1, "heads": 64, "kv_heads": 64, "seq": 4096, "head_dim": 128, "causal": 1, "bf16": 0},
     # Llama-3-70B-like prefill of 8192 tokens (64 heads, 8 KV groups of 8): GPU only.
     "large": {"batch": 1, "heads": 64, "kv_heads": 8, "seq": 8192, "head_dim": 128, "causal": 1, "bf16": 0},
     # DESIGN.md section 4, measured on H200 with ncu: block-first 0.45 % L2 hit rate and 138 GB
