@@ -8,7 +8,7 @@ accumulator are fp32. Causal masking (query i sees keys j <= i) is a size parame
 Each program owns BLOCK_M query rows of one (batch, head) and streams that head's whole K and
 V (up to the diagonal when causal) through an online softmax, BLOCK_N keys at a time. So every
 program of one *attention compute cluster* -- all Q blocks of one head in MHA, of one KV group
-(H / H_KV heads) in GQA -- reads the same K/V, S * D * 2 elements twice over. On a GPU whose
+(H / H_KV heads) in GQA -- reads the same K and V, 2 x S x D elements. On a GPU whose
 L2 is split over dies, that K/V is fetched once per die that runs a program of the cluster;
 what decides the hit rate is whether a cluster's programs share a die and run close in time.
 
