@@ -197,6 +197,7 @@ class BatchedCapture:
     # memory instructions
     def record(self, ptrs: np.ndarray, mask: np.ndarray | None, is_store: bool) -> np.ndarray:
         """Record one instruction for every program of the batch; returns the lines it touches."""
+        ptrs, mask = _address_order(ptrs, mask)
         p = ptrs.reshape(-1, ptrs.shape[-1])
         m = None if mask is None else mask.reshape(-1, mask.shape[-1])
         if m is not None and m.shape[0] != p.shape[0]:
@@ -289,6 +290,29 @@ class BatchedCapture:
             self._poison_log = []
         self.builder.commit(self.batch)
         self.batch = None
+
+
+def _address_order(ptrs: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Permute a block's lane axes so the one with the smallest address step is innermost.
+
+    The line extractor is fastest when lanes come in address order; a transposed tile (a K^T
+    load) comes column by column. The set of lines is the same in any lane order."""
+    lane_dims = ptrs.ndim - 1
+    if lane_dims < 2 or ptrs.size == 0:
+        return ptrs, mask
+    origin = (0,) * ptrs.ndim
+    steps = []
+    for k in range(lane_dims):
+        if ptrs.shape[k] == 1:
+            steps.append(-1)  # a unit axis can go anywhere: keep it outermost
+            continue
+        step = tuple(1 if i == k else 0 for i in range(ptrs.ndim))
+        steps.append(abs(int(ptrs[step]) - int(ptrs[origin])))
+    order = sorted(range(lane_dims), key=lambda k: -steps[k])  # stable: among equal steps, later axes last
+    if steps[order[-1]] == steps[lane_dims - 1]:
+        return ptrs, mask
+    perm = (*order, lane_dims)  # masks have the pointers' lane shape; only the program axis may differ
+    return ptrs.transpose(perm), None if mask is None else mask.transpose(perm)
 
 
 # --- batched builder methods ---------------------------------------------------------------
@@ -721,7 +745,7 @@ def batched_interpreter(engine: BatchedCapture) -> Iterator[None]:
             raise NeedsReference(f"fast capture does not know the interpreter op {name}")
     saved = {name: B.__dict__[name] for name in plan if name in B.__dict__}
     patch_tensor, patch_reduce = _language_patches(engine, interp)
-    saved_module = {"_patch_lang_tensor": interp._patch_lang_tensor, "_patch_reduce_scan": interp._patch_reduce_scan}
+    saved_module = {name: getattr(interp, name) for name in ("_patch_lang_tensor", "_patch_reduce_scan", "_patch_lang")}
     tl = interp.tl
     leaked = [(cls, ("__index__", "__bool__", "__repr__", "__str__", "T")) for cls in {tl.tensor, tl.core.tensor}]
     leaked += [(mod, ("reduce", "associative_scan")) for mod in (tl, tl.core)]
@@ -731,6 +755,7 @@ def batched_interpreter(engine: BatchedCapture) -> Iterator[None]:
     for name, fn in plan.items():
         setattr(B, name, fn)
     interp._patch_lang_tensor, interp._patch_reduce_scan = patch_tensor, patch_reduce
+    interp._patch_lang = _PatchLangOnce(saved_module["_patch_lang"], tl)
     semantic_cls.binary_op_sanitize_overflow_impl = _quick_overflow_check(stock_sanitize)
     try:
         yield
@@ -741,8 +766,8 @@ def batched_interpreter(engine: BatchedCapture) -> Iterator[None]:
                 setattr(B, name, saved[name])
             else:
                 delattr(B, name)
-        interp._patch_lang_tensor = saved_module["_patch_lang_tensor"]
-        interp._patch_reduce_scan = saved_module["_patch_reduce_scan"]
+        for name, value in saved_module.items():
+            setattr(interp, name, value)
         # Device-function calls re-run _patch_lang without restoring it; undo what leaked.
         for obj, attr, value in saved_lang:
             if value is _MISSING:
@@ -753,6 +778,35 @@ def batched_interpreter(engine: BatchedCapture) -> Iterator[None]:
 
 
 _MISSING = object()
+
+
+class _PatchLangOnce:
+    """interpreter._patch_lang that skips language modules it has already patched.
+
+    Every device-function call (tl.max, tl.cdiv, user helpers) re-runs _patch_lang, which walks
+    all of triton.language with inspect.getmembers (~1 ms) to reach the same, idempotent result.
+    Batched, that is most of the Python time of a kernel with helpers in its inner loop."""
+
+    def __init__(self, stock: Callable, tl):
+        self.stock = stock
+        self.langs = (tl, tl.core)
+        self.patched: set[int] = set()
+
+    def __call__(self, fn):
+        langs = {id(v) for v in fn.__globals__.values() if any(v is m for m in self.langs)}
+        if langs and langs <= self.patched:
+            return _NO_SCOPE
+        scope = self.stock(fn)
+        self.patched |= langs
+        return scope
+
+
+class _NoScope:
+    def restore(self) -> None:
+        pass
+
+
+_NO_SCOPE = _NoScope()
 
 
 def capture_batched(launch: PreparedLaunch, line_bytes: int,
