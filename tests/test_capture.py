@@ -600,12 +600,14 @@ def test_cache_hits_and_misses(tmp_path, monkeypatch):
             capture.capture_trace(k, size, line_bytes, cache_dir=tmp_path)
 
 
-def test_unknown_size_and_mode_are_rejected_before_capture(tmp_path):
+def test_bad_size_mode_and_line_size_are_rejected_before_capture(tmp_path):
     kernel = load_kernel(ROOT / "kernels/softmax.py")
     with pytest.raises(Exception, match="no size 'huge'"):
         capture.capture_trace(kernel, "huge", cache_dir=tmp_path)
     with pytest.raises(TraceCaptureError, match="unknown capture mode"):
         capture.capture_trace(kernel, "tiny", cache_dir=tmp_path, mode="approximate")
+    with pytest.raises(TraceCaptureError, match="power of two"):
+        capture.capture_trace(kernel, "tiny", line_bytes=96, cache_dir=tmp_path)
 
 
 def test_record_trace_refuses_to_run_without_the_interpreter(monkeypatch):
@@ -617,7 +619,7 @@ def test_record_trace_refuses_to_run_without_the_interpreter(monkeypatch):
 def test_fast_mode_names_the_supported_triton_version(monkeypatch):
     import triton
 
-    from swizzleperf.sim.interp_batched import SUPPORTED_TRITON, check_version
+    from swizzleperf.sim.batched_ops import SUPPORTED_TRITON, check_version
     monkeypatch.setattr(triton, "__version__", "3.6.0")
     with pytest.raises(TraceCaptureError, match=f"supports triton {SUPPORTED_TRITON}x.*mode='reference'"):
         check_version()

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict
 
 from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
 from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.sim.events import line_shift
 from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, meta_path, write_atomically
 
 Mode = Literal["fast", "reference"]
@@ -83,10 +84,12 @@ def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_di
     """The kernel's trace at `size`: from the cache, else captured in a child process and cached.
 
     `progress(done, total)` is called with programs captured so far (never on a cache hit).
-    Both modes give the same trace, so a cached trace serves either."""
+    Both modes record the same trace, so a cached trace serves either. `use_cache=False` neither
+    reads nor writes the cache; `timeout` (seconds) kills a capture that runs longer."""
     if mode not in ("fast", "reference"):
         raise TraceCaptureError(f"unknown capture mode {mode!r}; use 'fast' or 'reference'")
     kernel.size(size)  # a ContractError naming the declared sizes
+    line_shift(line_bytes)  # a power of two, or a TraceCaptureError
     path = cached_trace_path(kernel, size, line_bytes, cache_dir)
     if use_cache and path.exists() and meta_path(path).exists():
         try:

@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
-from swizzleperf.sim.interp_batched import NeedsReference, ProgramFault, capture_batched, check_version
+from swizzleperf.sim.batched_ops import check_version
+from swizzleperf.sim.batched_values import NeedsReference
+from swizzleperf.sim.interp_batched import ProgramFault, capture_batched
 from swizzleperf.sim.interp_reference import (
     PreparedLaunch, ReferenceRecorder, prepare_launch, reference_hooks, run_programs,
 )
