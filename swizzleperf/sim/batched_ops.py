@@ -492,7 +492,6 @@ def batched_interpreter(engine: "BatchedCapture") -> Iterator[None]:
                 setattr(obj, attr, value)
 
 
-
 class _PatchLangOnce:
     """interpreter._patch_lang that skips language modules it has already patched.
 
