@@ -503,10 +503,14 @@ class _PatchLangOnce:
         self.stock = stock
         self.langs = (tl, tl.core)
         self.patched: set[int] = set()
+        self.done: set[Callable] = set()
 
     def __call__(self, fn):
+        if fn in self.done:
+            return _NO_SCOPE
         langs = {id(v) for v in fn.__globals__.values() if any(v is m for m in self.langs)}
         if langs and langs <= self.patched:
+            self.done.add(fn)
             return _NO_SCOPE
         scope = self.stock(fn)
         self.patched |= langs
