@@ -616,6 +616,19 @@ def test_record_trace_refuses_to_run_without_the_interpreter(monkeypatch):
         capture.record_trace(load_kernel(ROOT / "kernels/softmax.py"), "tiny")
 
 
+def test_reference_hooks_cover_every_native_memory_access():
+    """Every builder method that reaches the interpreter's native load/store/atomics is hooked."""
+    import inspect
+    import re
+
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    from swizzleperf.sim.interp_reference import HOOKED_BUILDER_METHODS
+    touching = {name for name, fn in inspect.getmembers(InterpreterBuilder, inspect.isfunction)
+                if re.search(r"_interpreter\.(load|store|atomic_\w+)\(", inspect.getsource(fn))}
+    assert touching and touching <= set(HOOKED_BUILDER_METHODS), touching - set(HOOKED_BUILDER_METHODS)
+
+
 def test_fast_mode_names_the_supported_triton_version(monkeypatch):
     import triton
 
