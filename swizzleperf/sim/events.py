@@ -152,7 +152,8 @@ def distinct_lines(layout: VirtualLayout, shift: int, ptrs: np.ndarray, mask: np
     scratch = np.empty((n_lanes, n_cols), np.int64)  # only the rows holding distinct lines get touched
     out = np.empty(n_lanes * n_cols, np.int64)
     counts = np.empty(n_cols, np.int64)
-    n = _compiled("distinct_lines")(p, m, layout.host_starts, layout.host_ends, layout.virtual_starts, shift, scratch, out, counts)
+    n = _compiled("distinct_lines")(p, m, layout.host_starts, layout.host_ends, layout.virtual_starts, shift,
+                                    scratch, out, counts)
     if n < 0:
         i, j = divmod(-1 - n, n_cols)
         (out_of_bounds or (lambda address, column: layout.raise_out_of_bounds(address)))(int(p[i, j]), j)
