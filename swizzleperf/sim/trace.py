@@ -7,7 +7,7 @@ which program, so one trace serves every candidate.
 Addresses live in a stable virtual layout (see `layout.py`): every tensor argument of the launch
 gets its own aligned base, so a trace is identical across runs and processes. An *event* is one
 load or store instruction of one program; it holds the distinct lines its active lanes touch,
-sorted. Events with no active lane are not recorded.
+sorted. Events with no active lane are not recorded; an atomic read-modify-write is one store.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Trace:
                         for f in ("lines", "is_store", "event_offsets", "program_offsets")))
 
     def save(self, path: Path, meta: TraceMeta) -> None:
-        """Write `path` (.npz) and its metadata beside it (.json). Not atomic: see capture.py."""
+        """Write `path` (.npz) and its metadata beside it (.json); `write_atomically` for shared places."""
         path = Path(path)
         with open(path, "wb") as f:
             np.savez(f, lines=self.lines, is_store=self.is_store, event_offsets=self.event_offsets,
