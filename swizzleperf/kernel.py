@@ -42,6 +42,8 @@ def launch(inputs, outputs, size, num_xcds) -> None   # one 1D launch of prod(gr
 def reference(inputs, size) -> dict[str, Tensor]       # same keys as make_outputs
 
 2D tile grids: def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr) -> (pid_m, pid_n)
+3D (attention): def swizzle(pid, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr)
+                -> (q_block, batch_index, head)   (extents from the slowest to the fastest axis)
 Outputs are floating point (they are prefilled with NaN to catch programs that never ran), and
 the file is self-contained (it is loaded from a copy in a temporary directory).'''
 
