@@ -3,10 +3,14 @@
 An LLM's remap is free-form code, so "its family" is found by behaviour, not by name: the
 family instance whose placement of logical programs on dies agrees most with the LLM's best
 remap (same-die-or-not over pairs of nearby logical ids). The search then proposes that
-instance's untried neighbours. Turns alternate: LLM, then search, then LLM...
+instance's untried neighbours. When that instance runs exactly the LLM's permutation, it is
+skipped: measuring it again would repeat the LLM's attempt under another name. Turns
+alternate: LLM, then search, then LLM...
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -14,7 +18,7 @@ from swizzleperf.evaluate import hook_constants
 from swizzleperf.families import FamilyInstance
 from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer
 from swizzleperf.proposers.search import SearchProposer, candidate_space
-from swizzleperf.remap import logical_ids
+from swizzleperf.remap import logical_ids, normalise
 from swizzleperf.remap_eval import evaluate
 from swizzleperf.sim.dispatch import slot_domains
 
@@ -33,21 +37,33 @@ def colocation_agreement(a: np.ndarray, b: np.ndarray, strides: tuple[int, ...])
     return float(np.mean(scores)) if scores else 1.0
 
 
+@dataclass(frozen=True)
+class FamilyMatch:
+    """The family instance closest to an LLM remap, and whether it is the very same permutation."""
+
+    instance: FamilyInstance
+    identical: bool
+
+
 class HybridProposer:
     name = "hybrid"
 
     def __init__(self, llm: Proposer, search: SearchProposer):
         self.llm = llm
         self.search = search
-        self._matched: dict[str, FamilyInstance] = {}
+        self._matched: dict[str, FamilyMatch] = {}
 
     def propose(self, context: ProposalContext) -> Proposal | None:
         attempts = [v for v in context.every_attempt if v.origin in ("llm", "search")]
         llm_best = self._best_llm(context)
         if attempts and attempts[-1].origin == "llm" and llm_best is not None:
-            anchor = self._family_of(context, llm_best)
-            proposal = self.search.refine(context, anchor, f"refining the family closest to the LLM's best remap "
-                                                           f"(iteration {llm_best[0]}): {anchor.label}")
+            match = self._family_of(context, llm_best)
+            anchor, seen = match.instance, context.seen_sources
+            if match.identical:  # already measured as the LLM's attempt: refine its neighbours
+                seen = seen | {normalise(anchor.render(context.kernel.hook))}
+            why = (f"refining the family closest to the LLM's best remap (iteration {llm_best[0]}): {anchor.label}"
+                   + (" (the same permutation; trying its neighbours)" if match.identical else ""))
+            proposal = self.search.refine(replace(context, seen_sources=seen), anchor, why)
             if proposal is not None:
                 return proposal
         return self.llm.propose(context)
@@ -58,16 +74,18 @@ class HybridProposer:
                    key=lambda v: v.hit_pct, default=None)
         return None if best is None else (best.iteration, best.source)
 
-    def _family_of(self, context: ProposalContext, llm_best: tuple[int, str]) -> FamilyInstance:
+    def _family_of(self, context: ProposalContext, llm_best: tuple[int, str]) -> FamilyMatch:
+        """Compared at the size the run profiles (the baseline report's), where the hit rates come from."""
         _, source = llm_best
         if source in self._matched:
             return self._matched[source]
         kernel, hw = context.kernel, context.hardware
-        grid = kernel.grid(kernel.default_size)
+        grid = kernel.grid(context.baseline.size)
         consts = hook_constants(kernel, hw)
         domains = slot_domains(int(np.prod(grid)), hw)
         # The LLM's code is untrusted: evaluated in a child. Family instances are our own code.
-        target = die_of_logical(logical_ids(source, kernel.hook, grid, consts), domains)
+        llm_order = logical_ids(source, kernel.hook, grid, consts)
+        target = die_of_logical(llm_order, domains)
         strides = tuple(sorted({*_STRIDES, *grid[1:]}))
         best_score, best = -1.0, None
         for instances in candidate_space(kernel.hook, hw).values():
@@ -76,7 +94,7 @@ class HybridProposer:
                 flat = np.ravel_multi_index(tuple(coords.T), grid)
                 score = colocation_agreement(target, die_of_logical(flat, domains), strides)
                 if score > best_score:
-                    best_score, best = score, inst
+                    best_score, best = score, FamilyMatch(inst, identical=bool(np.array_equal(flat, llm_order)))
         assert best is not None
         self._matched[source] = best
         return best
