@@ -147,7 +147,10 @@ def profile(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
             size: Optional[str] = typer.Option(None, "--size", help="named size (default: the kernel's)"),
             profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
             json_out: Optional[Path] = typer.Option(None, "--json", help="also write the report(s) as JSON here"),
-            picture: Optional[Path] = typer.Option(None, "--picture", help="write the tile-to-die PNG here")) -> None:
+            picture: Optional[Path] = typer.Option(None, "--picture", help="write the tile-to-die PNG here"),
+            set_index_spread: bool = typer.Option(False, "--set-index-spread",
+                                                  help="simulator: also predict under every set-index function "
+                                                       "(the hardware's is unpublished) to show the spread")) -> None:
     """Profile the kernel's own remap, and a candidate beside it with --remap."""
     from swizzleperf.profilers.select import select_profiler
     from swizzleperf.render import report_table
@@ -172,6 +175,9 @@ def profile(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
         console.print(f"{remap}: L2 hit {candidate.hit_pct:.2f}% vs {baseline.hit_pct:.2f}% for the original "
                       f"({candidate.hit_pct - baseline.hit_pct:+.2f} points, {candidate.label}); "
                       f"{ceiling_text(candidate.ceiling_pct)}", highlight=False)
+    if set_index_spread:
+        _print_set_index_spread(kernel, spec, size, [("original", kernel.hook_source)] +
+                                ([(remap.name, _remap_from_file(remap, kernel))] if remap else []))
     if json_out is not None:
         payload = {"original": baseline.model_dump(mode="json")}
         if candidate is not None:
@@ -181,6 +187,31 @@ def profile(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
     if picture is not None:
         _write_tile_picture(kernel, spec, size, remap, picture)
         console.print(f"wrote {picture}")
+
+
+def _print_set_index_spread(kernel: KernelFile, spec, size: str, remaps: list[tuple[str, str]]) -> None:
+    """Predicted hit rate of each remap under each set-index function the geometry allows."""
+    from rich.table import Table
+
+    from swizzleperf.profilers.sim import SimProfiler
+    table = Table(title="Predicted L2 hit % by set-index function (the hardware's is unpublished)",
+                  title_justify="left")
+    table.add_column("remap")
+    schemes = ["hash", "modulo", "xor_fold"]
+    for scheme in schemes:
+        table.add_column(scheme + (" (preset)" if scheme == spec.set_index else ""), justify="right")
+    rows: dict[str, list[str]] = {name: [] for name, _ in remaps}
+    for scheme in schemes:
+        if scheme == "xor_fold" and spec.num_sets & (spec.num_sets - 1):
+            for name in rows:
+                rows[name].append(f"n/a ({spec.num_sets} sets: not a power of two)")
+            continue
+        prof = SimProfiler(spec.model_copy(update={"set_index": scheme}))
+        for name, source in remaps:
+            rows[name].append(f"{prof.profile(kernel, source, size).hit_pct:.2f}")
+    for name, cells in rows.items():
+        table.add_row(escape(name), *cells)
+    console.print(table)
 
 
 def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: str) -> None:

@@ -1,0 +1,88 @@
+"""The command line as a user meets it: readable output, exit codes, files written."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from swizzleperf.cli import app, main
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+XCD = ROOT / "tests" / "data" / "xcd_contiguous.py"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def test_hw_lists_presets_and_says_no_gpu():
+    result = runner.invoke(app, ["hw"])
+    assert result.exit_code == 0
+    for name in ("mi300x", "mi325x", "mi355x", "h100", "h200"):
+        assert name in result.output
+    assert "No GPU detected" in result.output
+
+
+def test_hw_json_is_a_valid_spec_file(tmp_path):
+    result = runner.invoke(app, ["hw", "--show", "mi355x", "--json"])
+    path = tmp_path / "spec.json"
+    path.write_text(result.output)
+    shown = runner.invoke(app, ["hw", "--show", str(path)])
+    assert shown.exit_code == 0 and "32 CUs" in shown.output
+
+
+def test_check_accepts_the_kernels_own_remap():
+    result = runner.invoke(app, ["check", str(ROOT / "kernels/softmax.py"), "--seeds", "1"])
+    assert result.exit_code == 0, result.output
+    for stage in ("contract", "static", "bijectivity", "correctness"):
+        assert stage in result.output
+    assert "OK" in result.output
+
+
+def test_check_rejects_a_non_bijective_remap_with_exit_1(tmp_path):
+    naive = tmp_path / "naive.py"
+    naive.write_text("@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n"
+                     "    return (pid % NUM_XCDS) * (num_pids // NUM_XCDS) + pid // NUM_XCDS\n")
+    result = runner.invoke(app, ["check", str(ROOT / "kernels/softmax.py"), "--remap", str(naive)])
+    assert result.exit_code == 1
+    assert "bijectivity" in result.output and "both map to" in result.output and "REJECTED" in result.output
+
+
+def test_profile_prints_predictions_with_ceiling_and_writes_json_and_picture(tmp_path):
+    out, png = tmp_path / "r.json", tmp_path / "tiles.png"
+    result = runner.invoke(app, ["profile", str(ROOT / "kernels/softmax.py"), "--size", "small", "--hardware",
+                                 "mi300x", "--remap", str(XCD), "--json", str(out), "--picture", str(png),
+                                 "--set-index-spread"])
+    assert result.exit_code == 0, result.output
+    assert "predicted (simulator)" in result.output and "ceiling 66.67%" in result.output
+    data = json.loads(out.read_text())
+    assert data["original"]["simulated"] and data["candidate"]["source"] == "sim"
+    assert data["candidate"]["hit_pct"] == pytest.approx(data["candidate"]["ceiling_pct"])
+    assert data["original"]["hit_pct"] < data["candidate"]["hit_pct"]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert "hash (preset)" in result.output and "xor_fold" in result.output
+
+
+def test_errors_are_one_line_with_exit_2_and_debug_shows_the_traceback(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["swizzleperf", "check", str(tmp_path / "missing.py")])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().out
+    assert "error:" in err and "does not exist" in err and "Traceback" not in err
+    monkeypatch.setattr("sys.argv", ["swizzleperf", "--debug", "check", str(tmp_path / "missing.py")])
+    from swizzleperf.errors import ContractError
+    with pytest.raises(ContractError):
+        main()
+
+
+def test_a_kernel_without_a_hook_is_refused_showing_the_expected_shape(tmp_path):
+    bare = tmp_path / "bare.py"
+    bare.write_text("import triton\n\n@triton.jit\ndef k(x):\n    pass\n")
+    result = runner.invoke(app, ["check", str(bare)])
+    assert result.exit_code != 0
+    assert "missing REMAP_HOOK" in str(result.exception) and "Expected shape" in str(result.exception)
