@@ -153,7 +153,10 @@ def _attempt_text(attempt: AttemptView) -> str:
             f"accepted; L2 hit {attempt.hit_pct:.2f}%" if attempt.hit_pct is not None else "accepted")
     else:
         stage = f" at {attempt.stage}" if attempt.stage else ""
-        outcome = f"REJECTED{stage}: {_clip(attempt.reason or 'no reason recorded', _REASON_CHARS)}"
+        reason = attempt.reason or "no reason recorded"
+        if attempt.stage and reason.startswith(f"{attempt.stage}: "):  # a check's own message names its stage
+            reason = reason[len(attempt.stage) + 2:]
+        outcome = f"REJECTED{stage}: {_clip(reason, _REASON_CHARS)}"
     if attempt.diff.strip():
         diff = _clip_diff(attempt.diff)
     else:
