@@ -1,0 +1,388 @@
+"""`swizzleperf sweep attention`: the four attention mappings of DESIGN.md over a grid of shapes.
+
+For each shape (batch, heads, K/V heads, sequence length) the simulator predicts the L2 hit
+rate of naive block-first (the kernel's identity), naive head-first, swizzled block-first and
+swizzled head-first, the swizzled two with one cluster per KV group (group = heads / K/V heads),
+beside the shape's ceiling. All numbers are predictions for the chosen hardware preset.
+
+The kernel's SIZES are fixed in its file, and trace capture reloads the kernel from its path in
+a child process, so a size that only existed in a `KernelFile` in this process would never reach
+the capture. Each shape is therefore a copy of the kernel file with one size appended
+(`SIZES["b1_h32_kv8_s4096"] = {...}`); the kernel file itself is never touched, and the copy's
+text depends only on the shape, so its trace is cached across sweeps. Parameters other than the
+four swept ones (head dim, causal, dtype) come from the kernel's default size.
+
+Large shapes have huge traces: the line accesses of each shape are computed from the FA2 loop
+structure before anything is captured (exact for kernels/attention.py, checked against captured
+traces in tests), and shapes above the cap are skipped and reported.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from swizzleperf import hardware
+from swizzleperf.errors import ContractError
+from swizzleperf.families import FamilyInstance
+from swizzleperf.hardware import HardwareSpec
+from swizzleperf.kernel import KernelFile, load_kernel
+
+DEFAULT_ACCESS_CAP = 60_000_000
+_SHAPE_KEYS = ("batch", "heads", "kv_heads", "seq", "head_dim", "causal", "bf16")
+_ELEMENT_BYTES = 2  # fp16 and bf16, the kernel's only input dtypes
+
+
+# --- the four mappings ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mapping:
+    """One of DESIGN.md's attention mappings, as a remap family."""
+
+    name: str
+    family: str
+    grouped: bool  # takes the cluster size: heads per KV group
+
+    def instance(self, group: int) -> FamilyInstance:
+        return FamilyInstance(self.family, (("group", group),) if self.grouped else ())
+
+
+MAPPINGS: tuple[Mapping, ...] = (
+    Mapping("naive block-first", "identity", grouped=False),
+    Mapping("naive head-first", "head_first", grouped=False),
+    Mapping("swizzled block-first", "swizzled_block_first", grouped=True),
+    Mapping("swizzled head-first", "swizzled_head_first", grouped=True),
+)
+
+
+# --- the grid of shapes ----------------------------------------------------------------------------
+
+class Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    batch: int = Field(ge=1)
+    heads: int = Field(ge=1)
+    kv_heads: int = Field(ge=1)
+    seq: int = Field(ge=1)
+
+    @property
+    def name(self) -> str:
+        return f"b{self.batch}_h{self.heads}_kv{self.kv_heads}_s{self.seq}"
+
+    @property
+    def group(self) -> int:
+        """Query heads per K/V head: the attention compute cluster of the swizzled mappings."""
+        return self.heads // self.kv_heads
+
+    def unfit_reason(self) -> str | None:
+        if self.heads % self.kv_heads:
+            return f"{self.heads} heads are not a multiple of {self.kv_heads} K/V heads"
+        return None
+
+    def problem(self, base: dict[str, int]) -> dict[str, int]:
+        return {**base, "batch": self.batch, "heads": self.heads, "kv_heads": self.kv_heads, "seq": self.seq}
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"{option} takes comma-separated positive integers, e.g. 8,16,32; got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{option} takes comma-separated positive integers, e.g. 8,16,32; got {text!r}")
+    return values
+
+
+class SweepGrid(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    heads: tuple[int, ...]
+    seq: tuple[int, ...]
+    batch: tuple[int, ...] = (1,)
+    kv_heads: tuple[int, ...] | None = Field(None, description="None: as many K/V heads as heads (MHA)")
+
+    @classmethod
+    def parse(cls, heads: str, seq: str, batch: str, kv_heads: str | None) -> "SweepGrid":
+        """From the CLI's comma-separated lists; ValueError names the option that is malformed."""
+        return cls(heads=_int_list(heads, "--heads"), seq=_int_list(seq, "--seq"), batch=_int_list(batch, "--batch"),
+                   kv_heads=None if kv_heads is None else _int_list(kv_heads, "--kv-heads"))
+
+    def kv_label(self, kv_heads: int | None) -> str:
+        return "MHA (K/V heads = heads)" if kv_heads is None else f"{kv_heads} K/V heads"
+
+    def panels(self) -> list[tuple[int, int | None]]:
+        """(batch, K/V heads or None for MHA): one row of heatmaps each."""
+        return list(itertools.product(self.batch, self.kv_heads or (None,)))
+
+    def shapes(self) -> list[Shape]:
+        return [Shape(batch=b, heads=h, kv_heads=h if kv is None else kv, seq=s)
+                for b, kv in self.panels() for h in self.heads for s in self.seq]
+
+
+# --- the problem at one shape ----------------------------------------------------------------------
+
+def check_sweepable(kernel: KernelFile) -> None:
+    """The sweep renders 3D attention families and counts FA2 line accesses: both need this shape."""
+    base = kernel.size()
+    missing = [k for k in _SHAPE_KEYS if k not in base]
+    blocks = [n for n in ("BLOCK_M", "BLOCK_N") if not isinstance(getattr(kernel.module, n, None), int)]
+    if kernel.hook.ndim != 3 or missing or blocks:
+        problems = ([f"a 3D remap hook (q blocks, batch, heads), not {kernel.hook.render()}"]
+                    if kernel.hook.ndim != 3 else [])
+        problems += [f"size keys {', '.join(missing)}"] if missing else []
+        problems += [f"module-level {', '.join(blocks)}"] if blocks else []
+        raise ContractError(f"{kernel.path.name} cannot be swept like kernels/attention.py: it needs "
+                            f"{'; '.join(problems)}")
+
+
+def kernel_with_size(kernel: KernelFile, name: str, values: dict[str, int], directory: Path) -> KernelFile:
+    """A copy of the kernel file that declares one more size, loaded and checked by the contract.
+
+    The copy keeps the file name (reports say "attention") in its own folder under `directory`.
+    """
+    folder = directory / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / kernel.path.name
+    declaration = ", ".join(f'"{k}": {int(v)}' for k, v in values.items())
+    path.write_text(f"{kernel.source.rstrip()}\n\n\n# added by `swizzleperf sweep`\nSIZES[{name!r}] = {{{declaration}}}\n")
+    return load_kernel(path)
+
+
+def line_accesses(kernel: KernelFile, size: dict[str, int], line_bytes: int) -> int:
+    """Line accesses of one FA2 forward launch at `size`: what its trace will hold.
+
+    Per (batch, head) and Q block of `rows` query rows: the Q tile and the O tile, rows x D
+    contiguous elements each; the K and V tiles of every BLOCK_N-key step up to the diagonal
+    (causal) or the end, with keys past the end masked off. Tiles start on line boundaries
+    (BLOCK_N * D * 2 bytes is a multiple of the line), so a tile of r rows is ceil(r*D*2 / line).
+    """
+    block_m, block_n = kernel.module.BLOCK_M, kernel.module.BLOCK_N
+    seq, row_bytes = size["seq"], size["head_dim"] * _ELEMENT_BYTES
+
+    def tile(rows: int) -> int:
+        return -(-rows * row_bytes // line_bytes)
+
+    per_unit = 0
+    for start in range(0, seq, block_m):
+        rows = min(block_m, seq - start)
+        stop = min(start + block_m, seq) if size["causal"] else seq
+        per_unit += 2 * tile(rows) + 2 * sum(tile(min(block_n, seq - k)) for k in range(0, stop, block_n))
+    return per_unit * size["batch"] * size["heads"]
+
+
+# --- the sweep -------------------------------------------------------------------------------------
+
+class SweepCell(BaseModel):
+    """One shape: the four mappings' predicted hit rates, or why it was skipped."""
+
+    model_config = ConfigDict(extra="forbid")
+    shape: Shape
+    status: Literal["profiled", "skipped"]
+    reason: str | None = None
+    line_accesses: int = Field(description="computed from the loop structure; equals the trace's count when profiled")
+    hit_pct: dict[str, float] = Field(default_factory=dict, description="mapping name -> L2 hit rate, % (predicted)")
+    families: dict[str, str] = Field(default_factory=dict, description="mapping name -> the family rendered")
+    ceiling_pct: float | None = None
+    seconds: float = 0.0
+
+    @property
+    def best_mapping(self) -> str | None:
+        return max(self.hit_pct, key=lambda name: self.hit_pct[name]) if self.hit_pct else None
+
+
+class SweepReport(BaseModel):
+    """sweep.json."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = 1
+    created_at: datetime
+    kernel: str
+    kernel_sha256: str
+    hardware: HardwareSpec
+    hardware_reason: str
+    source: Literal["sim"] = "sim"
+    base_size: str
+    base_values: dict[str, int] = Field(description="the kernel's default size: every parameter not swept")
+    access_cap: int
+    grid: SweepGrid
+    mappings: list[str]
+    cells: list[SweepCell]
+    total_seconds: float
+
+    @property
+    def label(self) -> str:
+        return f"predicted by the simulator ({self.hardware.name})"
+
+
+def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: int, workdir: Path,
+                cache_dir: Path | None = None) -> SweepCell:
+    """Profile the four mappings at one shape, or say why not."""
+    from swizzleperf.profilers.sim import SimProfiler  # numba: only when a sweep runs
+
+    t0 = time.perf_counter()
+    values = shape.problem(kernel.size())
+    accesses = line_accesses(kernel, values, hw.line_bytes)
+    reason = shape.unfit_reason()
+    if reason is None and accesses > access_cap:
+        reason = f"{accesses / 1e6:.1f} M line accesses > the {access_cap / 1e6:g} M cap"
+    if reason is not None:
+        return SweepCell(shape=shape, status="skipped", reason=reason, line_accesses=accesses)
+    shaped = kernel_with_size(kernel, shape.name, values, workdir)
+    profiler = SimProfiler(hw, cache_dir=cache_dir)  # one per shape: its trace is freed with it
+    hits, families, ceiling = {}, {}, None
+    for mapping in MAPPINGS:
+        instance = mapping.instance(shape.group)
+        report = profiler.profile(shaped, instance.render(shaped.hook), shape.name)
+        hits[mapping.name], families[mapping.name], ceiling = report.hit_pct, instance.label, report.ceiling_pct
+        accesses = report.accesses
+    return SweepCell(shape=shape, status="profiled", line_accesses=accesses, hit_pct=hits, families=families,
+                     ceiling_pct=ceiling, seconds=time.perf_counter() - t0)
+
+
+def run_sweep(kernel_path: Path, hw: HardwareSpec, hw_reason: str, grid: SweepGrid,
+              access_cap: int = DEFAULT_ACCESS_CAP, console: Console | None = None,
+              cache_dir: Path | None = None) -> SweepReport:
+    """Every shape of the grid, smallest traces first (so a long sweep shows results early)."""
+    t0 = time.perf_counter()
+    kernel = load_kernel(kernel_path)
+    check_sweepable(kernel)
+    shapes = grid.shapes()
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                        console=console or Console(quiet=True), transient=True)
+    base = kernel.size()
+    order = sorted(shapes, key=lambda s: line_accesses(kernel, s.problem(base), hw.line_bytes))
+    cells: dict[Shape, SweepCell] = {}
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-sweep-") as tmp, progress:
+        task = progress.add_task("sweep", total=len(shapes))
+        for shape in order:
+            progress.update(task, description=f"{shape.name}: capture and simulate")
+            cells[shape] = sweep_shape(kernel, shape, hw, access_cap, Path(tmp), cache_dir)
+            progress.advance(task)
+    return SweepReport(
+        created_at=datetime.now(timezone.utc), kernel=kernel.name, kernel_sha256=kernel.sha256, hardware=hw,
+        hardware_reason=hw_reason, base_size=kernel.default_size, base_values=base, access_cap=access_cap,
+        grid=grid,
+        mappings=[m.name for m in MAPPINGS], cells=[cells[s] for s in shapes],
+        total_seconds=time.perf_counter() - t0)
+
+
+# --- output ------------------------------------------------------------------------------------------
+
+COLUMNS = ("batch", "heads", "K/V heads", "seq", "group", "line accesses (M)",
+           *(f"{m.name} %" for m in MAPPINGS), "ceiling %", "best mapping", "note")
+
+
+def _row(cell: SweepCell) -> list[str]:
+    s = cell.shape
+    hits = [f"{cell.hit_pct[m.name]:.2f}" if m.name in cell.hit_pct else "" for m in MAPPINGS]
+    ceiling = "" if cell.ceiling_pct is None else f"{cell.ceiling_pct:.2f}"
+    note = f"skipped: {cell.reason}" if cell.status == "skipped" else ""
+    return [str(s.batch), str(s.heads), str(s.kv_heads), str(s.seq), str(s.group), f"{cell.line_accesses / 1e6:.2f}",
+            *hits, ceiling, cell.best_mapping or "", note]
+
+
+def _base_text(report: SweepReport) -> str:
+    fixed = {k: v for k, v in report.base_values.items() if k not in ("batch", "heads", "kv_heads", "seq")}
+    return f"other parameters from size '{report.base_size}': {', '.join(f'{k}={v}' for k, v in fixed.items())}"
+
+
+def to_markdown(report: SweepReport) -> str:
+    skipped = sum(c.status == "skipped" for c in report.cells)
+    lines = [
+        f"# Attention mappings on {report.hardware.name}: {report.kernel}",
+        "",
+        f"L2 hit rates {report.label}; {report.hardware_reason}. {_base_text(report)}. The swizzled mappings pin "
+        f"one KV group (group = heads / K/V heads) per die. Shapes above {report.access_cap / 1e6:g} M line "
+        f"accesses are skipped ({skipped} of {len(report.cells)}). Wall time {report.total_seconds:.1f} s.",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "|".join("---" for _ in COLUMNS) + "|",
+    ]
+    lines += ["| " + " | ".join(_row(c)) + " |" for c in report.cells]
+    return "\n".join(lines) + "\n\n![hit rate per mapping](sweep.png)\n"
+
+
+def rich_table(report: SweepReport) -> Table:
+    table = Table(title=f"{report.kernel} on {report.hardware.name}: L2 hit rates {report.label}",
+                  title_justify="left", caption=f"{_base_text(report)}; wall time {report.total_seconds:.1f} s",
+                  caption_justify="left")
+    for col in COLUMNS:
+        table.add_column(col, justify="left" if col in ("best mapping", "note") else "right")
+    for cell in report.cells:
+        table.add_row(*_row(cell))
+    return table
+
+
+def plot_heatmaps(report: SweepReport, path: Path) -> Path:
+    """One heatmap per mapping and one of the ceiling (heads x seq), a row per (batch, K/V heads)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    grid = report.grid
+    by_shape = {c.shape: c for c in report.cells}
+    titles = [*report.mappings, "ceiling"]
+    panels = grid.panels()
+    width = 1.5 + len(titles) * max(1.9, 0.75 * len(grid.seq))
+    height = 0.9 + len(panels) * (1.0 + 0.4 * len(grid.heads))
+    fig, axes = plt.subplots(len(panels), len(titles), squeeze=False, dpi=110, figsize=(width, height),
+                             layout="constrained")
+    image = None
+    for row, (batch, kv) in enumerate(panels):
+        for col, title in enumerate(titles):
+            ax = axes[row][col]
+            values = np.full((len(grid.heads), len(grid.seq)), np.nan)
+            for i, heads in enumerate(grid.heads):
+                for j, seq in enumerate(grid.seq):
+                    cell = by_shape[Shape(batch=batch, heads=heads, kv_heads=heads if kv is None else kv, seq=seq)]
+                    value = cell.ceiling_pct if title == "ceiling" else cell.hit_pct.get(title)
+                    values[i, j] = np.nan if value is None else value
+                    ax.text(j, i, "skip" if value is None else f"{value:.0f}", ha="center", va="center", fontsize=7,
+                            color="#555555" if value is None else ("white" if value < 60 else "black"))
+            image = ax.imshow(np.ma.masked_invalid(values), vmin=0, vmax=100, cmap="viridis", aspect="auto")
+            ax.set_facecolor("#dddddd")
+            ax.set_xticks(range(len(grid.seq)), [str(s) for s in grid.seq], fontsize=7)
+            ax.set_yticks(range(len(grid.heads)), [str(h) for h in grid.heads], fontsize=7)
+            ax.set_title(title if row == 0 else "", fontsize=9)
+            ax.set_xlabel("seq" if row == len(panels) - 1 else "", fontsize=8)
+            ax.set_ylabel(f"heads\nbatch {batch}, {grid.kv_label(kv)}" if col == 0 else "", fontsize=7)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="L2 hit rate, %")
+    fig.suptitle(f"{report.kernel}: L2 hit rate per mapping, {report.label}; grey: skipped", fontsize=10)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def write_outputs(report: SweepReport, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "sweep.md", out / "sweep.json"]
+    paths[0].write_text(to_markdown(report))
+    paths[1].write_text(report.model_dump_json(indent=2) + "\n")
+    paths.append(plot_heatmaps(report, out / "sweep.png"))
+    return paths
+
+
+def run_sweep_command(kernel_path: Path, hardware_name: str | None, grid: SweepGrid, access_cap: int,
+                      out: Path | None, console: Console) -> SweepReport:
+    """The CLI's sweep: run, print the table, write sweep.md/.json/.png."""
+    hw, hw_reason = hardware.resolve(hardware_name)
+    out = out or Path("runs") / f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    console.print(f"[bold]swizzleperf sweep[/] {kernel_path} on {hw.name} ({hw_reason}): "
+                  f"{len(grid.shapes())} shapes x {len(MAPPINGS)} mappings, simulator, cap {access_cap / 1e6:g} M "
+                  f"line accesses")
+    report = run_sweep(kernel_path, hw, hw_reason, grid, access_cap, console)
+    console.print(rich_table(report))
+    paths = write_outputs(report, out)
+    console.print(f"wrote {', '.join(str(p) for p in paths)} (wall time {report.total_seconds:.1f} s)")
+    return report
