@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from swizzleperf.errors import LLMError
+from swizzleperf.hardware import PRESETS
+from swizzleperf.kernel import load_kernel
 from swizzleperf.llm.scripted import Failure, Reply, ScriptedServer, chat_reply, word_count
+from swizzleperf.proposers.base import LLMUsage, ProposalContext
+from swizzleperf.proposers.llm import make_llm_proposer
+from swizzleperf.report import BottleneckReport
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 2  # --llm-timeout of the scripted runs; a reply delayed past it never arrives
@@ -307,3 +313,20 @@ def test_an_unusable_model_configuration_fails_before_the_run_starts(tmp_path, a
     assert message in re.sub(r"\s*\n\s*", " ", result.stdout)
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# --- tokens spent before a failure -----------------------------------------------------------------
+
+def test_a_failure_after_the_memory_analysis_carries_its_tokens(tmp_path, monkeypatch):
+    """The loop stops on an LLMError, so the analysis tokens must travel on the error to reach run.json."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    kernel = load_kernel(small_softmax(tmp_path))
+    report = BottleneckReport(source="sim", hardware="mi300x", kernel="softmax", size="small", hit_pct=16.67,
+                              ceiling_pct=66.67, accesses=98_304, hits=16_384, unique_lines=16_384, per_domain=[])
+    context = ProposalContext(kernel=kernel, hardware=PRESETS["mi300x"], baseline=report, history=[], iteration=1)
+    with ScriptedServer([ANALYSIS, Failure(401, "invalid api key")]) as server:
+        proposer = make_llm_proposer("openai/scripted", api_base=server.base_url)
+        with pytest.raises(LLMError, match="rejected the credentials") as raised:
+            proposer.propose(context)
+    assert raised.value.usage == LLMUsage(calls=1, prompt_tokens=word_count(server.requests[0].text),
+                                          completion_tokens=word_count(ANALYSIS))

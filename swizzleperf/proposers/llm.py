@@ -8,7 +8,10 @@ hardware text, the goal and the rules, and turns the answer into a Proposal.
 A model answer is never trusted: the code is pulled out of it by `llm.extract` (never run),
 and when nothing usable is found the Proposal carries `extraction_error`, which the loop shows
 to the model as that attempt's reason. Transport failures (no key, server down after retries)
-raise LLMError instead, because no later iteration can succeed without a fix.
+raise LLMError instead, because no later iteration can succeed without a fix. Tokens are
+billed once: on the proposal they led to, or, when a call fails after an earlier one of the
+same proposal succeeded (the memory analysis, say), on the next proposal; the raised LLMError
+carries them as `usage` for a loop that stops on it and so never asks for a next proposal.
 
 Modes (the paper's baselines): `aware` (curated hardware context), `unaware` (no hardware
 context at all), `overload` (a long uncurated architecture text instead of the curated one).
@@ -77,17 +80,22 @@ class LLMProposer:
         kernel = context.kernel
         hardware = hardware_context(self.mode, context.hardware, context.best or context.baseline, self.prompts,
                                     kernel.hook)
-        self._unbilled = self._unbilled + self._ensure_memory_analysis(kernel, hardware)
-        answer = self.client.predict(
-            ProposeSwizzle,
-            original_code=kernel.source,
-            bottleneck_report=report_summary(self.mode, context.baseline),
-            memory_analysis=self.memory_analysis,
-            history=describe_history(context.history, self.history_limit),
-            hardware=hardware,
-            goal=self.prompts.render("goal.md", kernel=kernel.name, hook_name=kernel.hook.name),
-            rules=self.rules(kernel),
-        )
+        try:
+            self._unbilled = self._unbilled + self._ensure_memory_analysis(kernel, hardware)
+            answer = self.client.predict(
+                ProposeSwizzle,
+                original_code=kernel.source,
+                bottleneck_report=report_summary(self.mode, context.baseline),
+                memory_analysis=self.memory_analysis,
+                history=describe_history(context.history, self.history_limit),
+                hardware=hardware,
+                goal=self.prompts.render("goal.md", kernel=kernel.name, hook_name=kernel.hook.name),
+                rules=self.rules(kernel),
+            )
+        except LLMError as exc:
+            # tokens spent before the failure, for a caller that stops here (module docstring)
+            exc.usage = self._unbilled
+            raise
         self.last_answer = answer
         usage, self._unbilled = self._unbilled + answer.usage, LLMUsage()
         return self._proposal(answer, context, usage)
