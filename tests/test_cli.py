@@ -63,6 +63,9 @@ def test_profile_prints_predictions_with_ceiling_and_writes_json_and_picture(tmp
     assert data["original"]["simulated"] and data["candidate"]["source"] == "sim"
     assert data["candidate"]["hit_pct"] == pytest.approx(data["candidate"]["ceiling_pct"])
     assert data["original"]["hit_pct"] < data["candidate"]["hit_pct"]
+    # why, in numbers: each die fetches each row once instead of every die fetching rows it shares
+    per_die = {k: sum(d["unique_lines"] for d in data[k]["per_domain"]) for k in ("original", "candidate")}
+    assert per_die["candidate"] == data["candidate"]["unique_lines"] < per_die["original"]
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "hash (preset)" in result.output and "xor_fold" in result.output
 
