@@ -181,6 +181,10 @@ def test_a_good_remap_is_accepted_and_ranked_best(llm_run):
     assert failure(good) is None and good["source"] == ROW_REMAP
     assert good["family"] == "llm:giving-each-xcd-whole-rows"
     assert good["rationale"].startswith("My new swizzling approach will remap blocks by giving each XCD whole rows.")
+    assert "\nReasoning:\nConsecutive ids of one row land on different XCDs.\n" in good["rationale"]
+    assert good["rationale"].endswith(f"Memory analysis (asked once per run):\nAccess pattern: {ANALYSIS_TEXT}\n\n"
+                                      f"Sharing: The CHUNKS programs of one row read the same row (cols * 4 bytes).")
+    assert not any("Memory analysis" in a["rationale"] for a in attempts[2:])  # recorded once
     assert good["report"]["hit_pct"] == pytest.approx(good["report"]["ceiling_pct"])  # each row on one XCD
     assert attempts[0]["report"]["hit_pct"] < good["report"]["hit_pct"] - 40
     assert record["best"] == {"iteration": 1, "family": "llm:giving-each-xcd-whole-rows",

@@ -72,6 +72,7 @@ class LLMProposer:
         self.history_limit = history_limit
         self.memory_analysis: str | None = None
         self._analysed_kernel: str | None = None  # sha256 of the kernel the analysis describes
+        self._analysis_unrecorded = False  # the analysis goes into the next proposal's rationale, once
         self.last_answer: ModelAnswer | None = None  # the latest ProposeSwizzle answer, raw text included
         self._unbilled = LLMUsage()  # usage of calls whose proposal never came back (a later call raised)
 
@@ -119,6 +120,7 @@ class LLMProposer:
         else:  # an answer outside the field format is still the model's analysis
             self.memory_analysis = answer.raw.strip() or "(the memory analysis came back empty)"
         self._analysed_kernel = kernel.sha256
+        self._analysis_unrecorded = True
         return answer.usage
 
     def _proposal(self, answer: ModelAnswer, context: ProposalContext, usage: LLMUsage) -> Proposal:
@@ -128,7 +130,12 @@ class LLMProposer:
         extraction = extract_hook(code if code else answer.raw, context.kernel.hook)
         approach, why = _text(fields.get("approach")), _text(fields.get("why_better"))
         family = family_name(approach, context.iteration)
-        rationale = _rationale(approach, why, fields.get("critique"), extraction, answer.parse_error)
+        rationale = _rationale(approach, why, fields.get("critique"), _text(fields.get("reasoning")), extraction,
+                               answer.parse_error)
+        if self._analysis_unrecorded:  # the run's only record of what the model made of the kernel
+            analysis = f"Memory analysis (asked once per run):\n{self.memory_analysis}"
+            rationale = f"{rationale}\n{analysis}" if rationale else analysis
+            self._analysis_unrecorded = False
         error = extraction.error
         if error is None and _seen(extraction.source, context):
             # the source stays, so the history's diff shows the model what it repeated
@@ -145,10 +152,14 @@ def _seen(source: str, context: ProposalContext) -> bool:
         return False  # unparsable text is never a repeat; the static check will say what is wrong
 
 
-def _rationale(approach: str, why: str, critique: object, extraction: Extraction, parse_error: str | None) -> str:
+def _rationale(approach: str, why: str, critique: object, reasoning: str, extraction: Extraction,
+               parse_error: str | None) -> str:
+    """What the model said about its remap, for attempts.jsonl (the prompt shows only the diff and outcome)."""
     lines = [text for text in (approach, why) if text]
     if critique:
         lines.append("Critique of earlier attempts:\n" + _text(critique))
+    if reasoning:
+        lines.append("Reasoning:\n" + reasoning)
     if extraction.notes:
         lines.append("Extraction: " + "; ".join(extraction.notes) + ".")
     if parse_error:
