@@ -334,3 +334,7 @@ def test_a_failure_after_the_memory_analysis_carries_its_tokens(tmp_path, monkey
             proposer.propose(context)
     assert raised.value.usage == LLMUsage(calls=1, prompt_tokens=word_count(server.requests[0].text),
                                           completion_tokens=word_count(ANALYSIS))
+    with ScriptedServer([Failure(401, "invalid api key")]) as server:  # nothing was spent
+        with pytest.raises(LLMError, match="rejected the credentials") as raised:
+            make_llm_proposer("openai/scripted", api_base=server.base_url).propose(context)
+    assert raised.value.usage is None

@@ -95,7 +95,7 @@ class LLMProposer:
             )
         except LLMError as exc:
             # tokens spent before the failure, for a caller that stops here (module docstring)
-            exc.usage = self._unbilled
+            exc.usage = self._unbilled if self._unbilled.calls else None
             raise
         self.last_answer = answer
         usage, self._unbilled = self._unbilled + answer.usage, LLMUsage()
