@@ -52,15 +52,15 @@ def smith_waterman_kernel(
     # pointers
     query_ptr, ref_ptr, score_ptr,
     # shapes and strides
-    num_queries, query_len, ref_len, num_chunks, chunk_stride, chunk_len, stride_query, stride_score,
+    n_queries, query_len, ref_len, n_chunks, chunk_stride, chunk_len, stride_query, stride_score,
     # scoring: match and mismatch add, each gap position subtracts GAP
     MATCH: tl.constexpr, MISMATCH: tl.constexpr, GAP: tl.constexpr,
     # meta-parameters
     BLOCK_Q: tl.constexpr, NUM_XCDS: tl.constexpr,
 ):
-    pid_q, pid_r = swizzle(tl.program_id(0), num_queries, num_chunks, NUM_XCDS)
+    pid_q, pid_r = swizzle(tl.program_id(0), n_queries, n_chunks, NUM_XCDS)
     # A pair outside the grid (only a wrong remap names one) has empty sequences: no load, no store.
-    in_grid = (pid_q < num_queries) & (pid_r < num_chunks)
+    in_grid = (pid_q < n_queries) & (pid_r < n_chunks)
     window_start = pid_r.to(tl.int64) * chunk_stride
     window_len = tl.where(in_grid, tl.minimum(chunk_len, ref_len - window_start), 0)
     offs_i = tl.arange(0, BLOCK_Q)  # lane = query position i
@@ -73,12 +73,13 @@ def smith_waterman_kernel(
     up_left = tl.zeros((BLOCK_Q,), tl.int32)  # diagonal t - 2 moved down a lane: H[i - 1][j - 1]
     best = tl.zeros((BLOCK_Q,), tl.int32)
     from_lane_above = tl.maximum(offs_i - 1, 0)
+    first_row = offs_i == 0
     for t in range(0, query_len + chunk_len - 1):
         offs_j = t - offs_i
         in_matrix = in_query & (offs_j >= 0) & (offs_j < window_len)
         ref_chars = tl.load(window_ptr + offs_j, mask=in_matrix)
         # H[i - 1][j] is diagonal t - 1 one lane up (a lane shuffle); query row -1 is the border.
-        up = tl.where(offs_i == 0, 0, tl.gather(diag_1, from_lane_above, 0))
+        up = tl.where(first_row, 0, tl.gather(diag_1, from_lane_above, 0))
         substitution = tl.where(query_chars == ref_chars, MATCH, MISMATCH)
         h = tl.maximum(tl.maximum(up_left + substitution, 0), tl.maximum(up, diag_1) - GAP)
         h = tl.where(in_matrix, h, 0)
