@@ -430,6 +430,49 @@ def apply(name: str = typer.Argument(..., help="library entry"),
         console.print(f"wrote the patched copy {path} ({kernel.path.name} is unchanged; --write changes it)")
 
 
+@app.command()
+def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]...",
+                                                       help="names under kernels/ or paths (default: all of kernels/)"),
+          hw_name: Optional[str] = HardwareOpt,
+          profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
+          proposer_name: str = typer.Option("search", "--proposer", help="search | llm | hybrid"),
+          iterations: int = typer.Option(24, "--iterations", "-n", min=1, help="attempts after the baseline, per kernel"),
+          seed: int = typer.Option(0, "--seed", help="makes the search deterministic"),
+          model: Optional[str] = typer.Option(None, "--model", help="LLM for --proposer llm/hybrid, e.g. openai/gpt-4o"),
+          api_base: Optional[str] = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --model"),
+          max_sim_accesses: int = typer.Option(60_000_000, "--max-sim-accesses", help="the simulator skips other sizes "
+                                                 "whose trace would hold more line accesses"),
+          out: Optional[Path] = typer.Option(None, "--out", help="where bench.md/.json/.png go "
+                                                                 "(default RUNS_DIR/bench-<timestamp>/)"),
+          runs_dir: Path = RunsDirOpt) -> None:
+    """Optimize every kernel of a suite, then check each best remap at the kernel's other sizes."""
+    from swizzleperf.bench import BenchRequest, find_kernels, run_bench
+    run_bench(BenchRequest(kernels=find_kernels(kernels or []), hardware=hw_name, profiler=profiler_name,
+                           proposer=proposer_name, iterations=iterations, seed=seed, model=model, api_base=api_base,
+                           runs_dir=runs_dir, out=out, max_sim_accesses=max_sim_accesses), console)
+
+
+@app.command()
+def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="attention, or a kernel file like it"),
+          hw_name: Optional[str] = HardwareOpt,
+          heads: str = typer.Option("8,16,32,64,128", "--heads", help="query heads, comma-separated"),
+          seq: str = typer.Option("1024,4096,16384", "--seq", help="sequence lengths, comma-separated"),
+          batch: str = typer.Option("1,4", "--batch", help="batch sizes, comma-separated"),
+          kv_heads: Optional[str] = typer.Option(None, "--kv-heads", help="K/V heads (GQA), comma-separated; "
+                                                                          "default: as many as heads (MHA)"),
+          max_accesses: int = typer.Option(60_000_000, "--max-accesses", help="skip shapes whose trace would hold more "
+                                                                          "line accesses"),
+          out: Optional[Path] = typer.Option(None, "--out", help="default runs/sweep-<timestamp>/")) -> None:
+    """Simulate the four attention mappings of DESIGN.md over a grid of shapes: table and heatmaps."""
+    from swizzleperf.bench import find_kernels
+    from swizzleperf.sweep import SweepGrid, run_sweep_command
+    try:
+        grid = SweepGrid.parse(heads=heads, seq=seq, batch=batch, kv_heads=kv_heads)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    run_sweep_command(find_kernels([kernel])[0], hw_name, grid, max_accesses, out, console)
+
+
 def main() -> None:
     try:
         app()

@@ -232,7 +232,7 @@ def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: 
     accesses = line_accesses(kernel, values, hw.line_bytes)
     reason = shape.unfit_reason()
     if reason is None and accesses > access_cap:
-        reason = f"{accesses / 1e6:.2f} M line accesses > the {access_cap / 1e6:g} M cap"
+        reason = f"{accesses / 1e6:.3g} M line accesses > the {access_cap / 1e6:g} M cap"
     if reason is not None:
         return SweepCell(shape=shape, status="skipped", reason=reason, line_accesses=accesses)
     shaped = kernel_with_size(kernel, shape.name, values, workdir)

@@ -41,7 +41,7 @@ def test_sweep_hit_rates_are_the_simulators_and_head_first_wins_where_kv_exceeds
                                                     "b1_h16_kv16_s512"]
     skipped = report.cells[3]
     assert skipped.status == "skipped" and skipped.hit_pct == {} and skipped.line_accesses == 114_688
-    assert skipped.reason == "0.11 M line accesses > the 0.1 M cap"
+    assert skipped.reason == "0.115 M line accesses > the 0.1 M cap"
 
     kernel = load_kernel(ATTENTION)
     for cell in report.cells[:3]:
@@ -69,7 +69,7 @@ def test_sweep_hit_rates_are_the_simulators_and_head_first_wins_where_kv_exceeds
     assert (f"| 1 | 16 | 16 | 300 | 1 | 0.06 | {h16.hit_pct['naive block-first']:.2f} | "
             f"{h16.hit_pct['naive head-first']:.2f} | {h16.hit_pct['swizzled block-first']:.2f} | "
             f"{h16.hit_pct['swizzled head-first']:.2f} | {h16.ceiling_pct:.2f} | swizzled head-first |  |") in markdown
-    assert "| 1 | 16 | 16 | 512 | 1 | 0.11 |  |  |  |  |  |  | skipped: 0.11 M line accesses > the 0.1 M cap |" \
+    assert "| 1 | 16 | 16 | 512 | 1 | 0.11 |  |  |  |  |  |  | skipped: 0.115 M line accesses > the 0.1 M cap |" \
         in markdown
     assert "predicted by the simulator" in markdown
     assert SweepReport.model_validate(json.loads(paths[1].read_text())) == report
@@ -83,7 +83,7 @@ def test_shapes_that_do_not_fit_are_skipped_with_the_reason_before_any_capture(t
     big = sweep_shape(kernel, Shape(batch=4, heads=128, kv_heads=128, seq=16384), PRESETS["mi300x"], 60_000_000,
                       tmp_path)
     assert big.status == "skipped" and big.line_accesses == 4 * 128 * (128 * 2 * 256 + 512 * 128 * 129 // 2)
-    assert big.reason == f"{big.line_accesses / 1e6:.2f} M line accesses > the 60 M cap"
+    assert big.reason == f"{big.line_accesses / 1e6:.3g} M line accesses > the 60 M cap"
     assert not list(tmp_path.iterdir())  # no kernel copy was written, nothing captured
 
 
