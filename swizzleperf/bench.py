@@ -38,7 +38,7 @@ from rich.table import Table
 
 from swizzleperf import hardware
 from swizzleperf.correctness import default_device
-from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
+from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.evaluate import CandidateEvaluator, hook_constants
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import History
@@ -273,7 +273,15 @@ def check_size(kernel: KernelFile, remap_source: str, size: str, hw: HardwareSpe
 
     try:
         if budget is not None and estimated:
-            budget.capture(kernel, size, hw.line_bytes, capture_progress)
+            started = time.perf_counter()
+            try:
+                budget.capture(kernel, size, hw.line_bytes, capture_progress)
+            except TraceCaptureError:
+                if time.perf_counter() - started < budget.capture_timeout_s:
+                    raise  # the capture failed by itself: reported below
+                return result(status="skipped", validation=validation, line_accesses=accesses, accesses_estimated=True,
+                              reason=f"the trace capture ran past the {budget.capture_timeout_s:g} s time box "
+                                     f"(~{accesses / 1e6:.3g} M line accesses estimated)")
         profiler, _ = select_profiler(profiler_name, hw, progress=capture_progress)
         status(f"{size}: profiling")
         baseline = profiler.profile(kernel, kernel.hook_source, size)

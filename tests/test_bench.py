@@ -105,6 +105,12 @@ def test_a_remap_that_breaks_at_another_size_is_rejected_there_with_the_reason(t
                              "0.001 M budget; a GPU profiler size")
     assert "bijective on all 1 grids ((64,))" in rows16.validation
 
+    boxed = SimBudget(max_accesses=10**9, accesses_per_program=per_program, reference_size="small",
+                      capture_timeout_s=0.5)  # a capture child needs seconds to import torch and triton
+    _, rows16 = generalise(kernel, NAIVE, "small", MI300X, "sim", "cpu", boxed)
+    assert rows16.status == "skipped" and rows16.best_hit_pct is None
+    assert rows16.reason == "the trace capture ran past the 0.5 s time box (~0.00614 M line accesses estimated)"
+
     _, rows16 = generalise(kernel, NAIVE, "small", MI300X, "sim", "cpu", budget=None)
     profiler = SimProfiler(MI300X)
     own, remapped = profiler.profile(kernel, kernel.hook_source, "rows16"), profiler.profile(kernel, NAIVE, "rows16")
