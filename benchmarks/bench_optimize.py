@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="use an empty trace cache (measures capture too)")
     args = parser.parse_args()
 
-    out = Console()
+    out = Console(width=200)
     table = Table(title=f"optimize, simulator on {args.hardware} (hit rates are predictions)", title_justify="left")
     for col in ("kernel", "size", "baseline %", "best %", "ceiling %", "gap (pts)", "best family",
                 "attempts", "s to best", "s total"):
