@@ -100,8 +100,9 @@ def window_overlap(query_len: int) -> int:
     """How far a window runs into the next one so that no local alignment is cut.
 
     An alignment with m matches, x mismatches, g_q query gaps and g_r skipped reference positions
-    scores MATCH*m + MISMATCH*x - GAP*(g_q + g_r) > 0 only if g_r < MATCH*m / GAP, so with
-    m <= query_len its reference span m + x + g_r is at most query_len + ceil(MATCH*query_len/GAP) - 1.
+    scores MATCH*m + MISMATCH*x - GAP*(g_q + g_r) > 0 only if g_r < MATCH*m / GAP, so, as
+    m + x <= query_len, its reference span m + x + g_r is at most
+    query_len + ceil(MATCH*query_len/GAP) - 1.
     An alignment starting k < chunk_stride positions into window r fits in it when its span is at
     most chunk_stride + overlap - k: an overlap of the longest span less one always suffices.
     """
@@ -127,8 +128,8 @@ def smith_waterman(queries: torch.Tensor, reference: torch.Tensor, chunk_stride:
     scores = torch.empty(num_q, chunks, device=queries.device) if out is None else out
     assert scores.shape == (num_q, chunks) and scores.stride(1) == 1 and scores.dtype == torch.float32, \
         f"out must be a row-major ({num_q}, {chunks}) float32 tensor"
-    # One lane per query position: a 64-long read is one wavefront (two lanes a thread on NVIDIA),
-    # so the diagonal's lane shift stays a shuffle inside one warp.
+    # One lane per query position and one warp: a 64-long read fills one AMD wavefront (two elements
+    # a thread in an NVIDIA warp), so the diagonal's lane shift (tl.gather) stays a shuffle.
     smith_waterman_kernel[(num_q * chunks,)](
         queries, reference, scores,
         num_q, query_len, ref_len, chunks, chunk_stride, chunk_len, queries.stride(0), scores.stride(0),
