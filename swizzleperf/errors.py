@@ -47,3 +47,5 @@ class LibraryError(SwizzlePerfError):
 
 class LLMError(SwizzlePerfError):
     """The language model is not configured, unreachable, or answered unusably."""
+
+    usage = None  # LLMUsage of calls already billed before the failure, when there were any

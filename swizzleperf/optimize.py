@@ -17,7 +17,7 @@ from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import RANKING_RULE, Attempt, History, Stage
 from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
-from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer
+from swizzleperf.proposers.base import LLMUsage, Proposal, ProposalContext, Proposer
 from swizzleperf.remap import normalise
 from swizzleperf.runs import BestRef, KernelRef, RunDir
 
@@ -92,8 +92,9 @@ def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: Can
         try:
             proposal = proposer.propose(context)
         except LLMError as exc:  # the client already retried: record it and stop rather than burn patience
-            _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc), observer)
-            reason = f"the model failed after its retries: {exc}"
+            # tokens spent earlier in this proposal (the memory analysis) travel on the error
+            _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc, exc.usage), observer)
+            reason = f"the model failed: {exc}"
             break
         except SwizzlePerfError as exc:
             _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc), observer)
@@ -128,9 +129,10 @@ def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer)
     observer.attempt(attempt, history)
 
 
-def _failed_proposal(evaluator: CandidateEvaluator, proposer: Proposer, iteration: int, exc: Exception) -> Attempt:
+def _failed_proposal(evaluator: CandidateEvaluator, proposer: Proposer, iteration: int, exc: Exception,
+                     usage: LLMUsage | None = None) -> Attempt:
     proposal = Proposal(source="", family="(proposer failed)", origin=_origin(proposer),
-                        extraction_error=f"the proposer failed: {exc}")
+                        extraction_error=f"the proposer failed: {exc}", usage=usage)
     return evaluator.evaluate(proposal, iteration)
 
 

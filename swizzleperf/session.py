@@ -203,8 +203,9 @@ def _summarise(console: Console, run: RunDir, history: History) -> None:
                       f"-> {best.report.timing.median_ms:.4f} ms, speedup {ratio:.3f}x (p20/p80 range {low:.3f}-{high:.3f})",
                       highlight=False)
     if rec.usage.calls:
+        cost = f", ${rec.usage.cost_usd:.4f} as priced by LiteLLM" if rec.usage.cost_usd is not None else ""
         console.print(f"LLM: {rec.usage.calls} calls, {rec.usage.prompt_tokens} prompt + "
-                      f"{rec.usage.completion_tokens} completion tokens")
+                      f"{rec.usage.completion_tokens} completion tokens{cost}")
     console.print(f"run: {run.path}  (report.md, best/remap.py, attempts.jsonl)")
 
 

@@ -235,7 +235,7 @@ def test_a_model_that_never_answers_in_time_stops_the_run_with_the_reason(llm_ru
     assert failure(last) == ("propose", f"the proposer failed: {model_error}")
     # optimize.py records the failure and stops instead of spending the rest of its 8 iterations
     assert record["status"] == "finished"
-    assert record["status_detail"] == f"the model failed after its retries: {model_error}"
+    assert record["status_detail"] == f"the model failed: {model_error}"
     assert len(llm_run["requests"]) == len(llm_run["script"])  # both timed-out requests reached the server
 
 

@@ -160,6 +160,7 @@ def _run_capture_child(request: CaptureRequest, workdir: Path, progress: Callabl
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            proc.stdout.close()
     what = f"trace capture of {Path(request.kernel_path).name} at size {request.size!r}"
     if timed_out.is_set():
         raise TraceCaptureError(f"{what} ran past its time limit of {timeout:g} s and was killed; "

@@ -1,3 +1,7 @@
+import triton
+import triton.language as tl
+
+
 @triton.jit
 def swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):
     """XCD-contiguous: each die runs one contiguous range of logical ids."""
