@@ -193,9 +193,12 @@ class SweepCell(BaseModel):
     ceiling_pct: float | None = None
     seconds: float = 0.0
 
-    @property
-    def best_mapping(self) -> str | None:
-        return max(self.hit_pct, key=lambda name: self.hit_pct[name]) if self.hit_pct else None
+    def best_mappings(self) -> list[str]:
+        """Every mapping at the top hit rate (as printed, to 0.01 points): ties are common at the ceiling."""
+        if not self.hit_pct:
+            return []
+        top = round(max(self.hit_pct.values()), 2)
+        return [name for name, hit in self.hit_pct.items() if round(hit, 2) == top]
 
 
 class SweepReport(BaseModel):
@@ -219,7 +222,7 @@ class SweepReport(BaseModel):
 
     @property
     def label(self) -> str:
-        return f"predicted by the simulator ({self.hardware.name})"
+        return f"predicted by the simulator for {self.hardware.name}"
 
 
 def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: int, workdir: Path,
@@ -287,12 +290,12 @@ def _row(cell: SweepCell) -> list[str]:
     ceiling = "" if cell.ceiling_pct is None else f"{cell.ceiling_pct:.2f}"
     note = f"skipped: {cell.reason}" if cell.status == "skipped" else ""
     return [str(s.batch), str(s.heads), str(s.kv_heads), str(s.seq), str(s.group), f"{cell.line_accesses / 1e6:.2f}",
-            *hits, ceiling, cell.best_mapping or "", note]
+            *hits, ceiling, " = ".join(cell.best_mappings()), note]
 
 
 def _base_text(report: SweepReport) -> str:
     fixed = {k: v for k, v in report.base_values.items() if k not in ("batch", "heads", "kv_heads", "seq")}
-    return f"other parameters from size '{report.base_size}': {', '.join(f'{k}={v}' for k, v in fixed.items())}"
+    return f"Other parameters from size '{report.base_size}': {', '.join(f'{k}={v}' for k, v in fixed.items())}"
 
 
 def to_markdown(report: SweepReport) -> str:
@@ -300,7 +303,7 @@ def to_markdown(report: SweepReport) -> str:
     lines = [
         f"# Attention mappings on {report.hardware.name}: {report.kernel}",
         "",
-        f"L2 hit rates {report.label}; {report.hardware_reason}. {_base_text(report)}. The swizzled mappings pin "
+        f"L2 hit rates {report.label} (hardware: {report.hardware_reason}). {_base_text(report)}. The swizzled mappings pin "
         f"one KV group (group = heads / K/V heads) per die. Shapes above {report.access_cap / 1e6:g} M line "
         f"accesses are skipped ({skipped} of {len(report.cells)}). Wall time {report.total_seconds:.1f} s.",
         "",
@@ -311,14 +314,25 @@ def to_markdown(report: SweepReport) -> str:
     return "\n".join(lines) + "\n\n![hit rate per mapping](sweep.png)\n"
 
 
+_SHORT = {"naive block-first": "block-first", "naive head-first": "head-first",
+          "swizzled block-first": "sw. block-first", "swizzled head-first": "sw. head-first"}
+
+
 def rich_table(report: SweepReport) -> Table:
-    table = Table(title=f"{report.kernel} on {report.hardware.name}: L2 hit rates {report.label}",
-                  title_justify="left", caption=f"{_base_text(report)}; wall time {report.total_seconds:.1f} s",
-                  caption_justify="left")
-    for col in COLUMNS:
-        table.add_column(col, justify="left" if col in ("best mapping", "note") else "right")
+    """The table for a terminal: short headers, hit rates only."""
+    table = Table(title=f"{report.kernel} on {report.hardware.name}: L2 hit rate, % ({report.label})",
+                  title_justify="left", caption_justify="left",
+                  caption=f"block-first, head-first: naive; sw.: swizzled, one KV group per die. {_base_text(report)}. "
+                          f"Wall time {report.total_seconds:.1f} s.")
+    for col in ("batch", "heads", "kv", "seq", "M acc.", *_SHORT.values(), "ceiling", "note"):
+        table.add_column(col, justify="left" if col == "note" else "right")
     for cell in report.cells:
-        table.add_row(*_row(cell))
+        s = cell.shape
+        hits = [f"{cell.hit_pct[m.name]:.2f}" if m.name in cell.hit_pct else "" for m in MAPPINGS]
+        ceiling = "" if cell.ceiling_pct is None else f"{cell.ceiling_pct:.2f}"
+        note = "skipped: " + cell.reason if cell.reason else ""
+        table.add_row(str(s.batch), str(s.heads), str(s.kv_heads), str(s.seq), f"{cell.line_accesses / 1e6:.3g}",
+                      *hits, ceiling, note)
     return table
 
 
