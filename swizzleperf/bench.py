@@ -447,12 +447,19 @@ def to_markdown(report: BenchReport) -> str:
     return "\n".join(lines)
 
 
+_SHORT_COLUMNS = ("kernel", "size", "source", "base %", "best %", "ceiling %", "+pts", "speedup", "iter", "s",
+                  "best family", "other sizes: base -> best %")
+
+
 def rich_table(report: BenchReport) -> Table:
+    """The table for a terminal: COLUMNS with short headers."""
     table = Table(title=f"swizzleperf bench on {report.hardware.name}: L2 hit rates {report.label}",
-                  title_justify="left", caption=f"total wall time {report.total_seconds:.1f} s", caption_justify="left")
-    for col in COLUMNS:
-        numeric = col.endswith("%") or col in ("improvement (pts)", "iterations to best", "s to best")
-        table.add_column(col, justify="right" if numeric and "other sizes" not in col else "left")
+                  title_justify="left", caption_justify="left",
+                  caption=f"iter, s: iterations and seconds to the best attempt. Total wall time "
+                          f"{report.total_seconds:.1f} s.")
+    for col in _SHORT_COLUMNS:
+        table.add_column(col, justify="left" if col in ("kernel", "size", "source", "best family") or "other" in col
+                         else "right", overflow="fold")
     for result in report.kernels:
         table.add_row(*(escape(c) for c in row_cells(result, "\n")))
     return table
