@@ -615,3 +615,23 @@ def test_rocprof_profile_on_the_gpu(softmax: KernelFile):
     assert 0 <= report.hit_pct <= 100 and report.accesses > 0
     assert sum(d.accesses for d in report.per_domain) in (0, report.accesses)
     assert json.loads(report.model_dump_json())["source"] == "rocprofv3"
+
+
+@pytest.mark.parametrize("kernel, regex, hits, misses, dram, times_ns, grid", [
+    # Recorded on an NVIDIA H200 (ncu 2025.3.1, driver 580.159.04) by benchmarks/gpu_validate.sh.
+    # Three launches each; the expected numbers are the CSV's values summed by hand.
+    ("softmax", "^(softmax_kernel)$", (19769492, 19765187, 19784214), (7917946, 7928966, 7914167),
+     (134278656, 134296320, 134279680), (210208, 207424, 206752), 16384),
+    ("gemm", "^(matmul_kernel)$", (45994091, 46068471, 46100936), (29538101, 29485391, 29561310),
+     (533525504, 533539072, 533534976), (399424, 395808, 395232), 864),
+])
+def test_recorded_h200_output_parses_to_the_exact_report(kernel, regex, hits, misses, dram, times_ns, grid):
+    text = (FIXTURES / "ncu" / f"ncu-2025.3-h200-{kernel}-medium-recorded.csv").read_text()
+    report = ncu.ncu_report(ncu.parse_ncu_csv(text, regex), hw=PRESETS["h200"], kernel_name=kernel, size="medium",
+                            iters=3, cache_control="all", expected_programs=grid)
+    assert report.source == "ncu" and not report.simulated and report.ceiling_pct is None
+    assert report.hits == round(sum(hits) / 3) and report.accesses == round((sum(hits) + sum(misses)) / 3)
+    assert report.hit_pct == pytest.approx(100 * sum(hits) / (sum(hits) + sum(misses)), abs=1e-9)
+    assert report.bytes_from_next_level == round(sum(dram) / 3)
+    assert report.timing.median_ms == pytest.approx(sorted(times_ns)[1] / 1e6)
+    assert any("--cache-control all" in note for note in report.notes)
