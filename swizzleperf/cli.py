@@ -16,7 +16,6 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 
 from swizzleperf import __version__, hardware
@@ -125,19 +124,14 @@ def check(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
 
 # --- profile ---------------------------------------------------------------------------------
 
-def _capture_progress(progress: Progress):
-    task = {"id": None}
-
-    def update(done: int, total: int) -> None:
-        if task["id"] is None:
-            task["id"] = progress.add_task("capturing memory trace (Triton interpreter)", total=total)
-        progress.update(task["id"], completed=done, total=total)
-    return update
+def _progress():
+    from swizzleperf.render import progress_bar
+    return progress_bar(console)
 
 
-def _progress() -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), console=console, transient=True)
+def _capture_progress(progress):
+    from swizzleperf.render import capture_progress
+    return capture_progress(progress)
 
 
 @app.command()

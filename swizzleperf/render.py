@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -10,6 +14,24 @@ from swizzleperf.history import Attempt, History
 from swizzleperf.report import BottleneckReport, ceiling_text
 
 MiB = 1024 * 1024
+
+
+def progress_bar(console: Console, unit: str = "") -> Progress:
+    """The one progress display every long command uses: spinner, what, bar, count, time."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.completed}/{task.total}" + (f" {unit}" if unit else "")), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+def capture_progress(progress: Progress) -> Callable[[int, int], None]:
+    """A callback that shows trace capture (programs done of total) as a task of `progress`."""
+    task: dict[str, TaskID] = {}
+
+    def update(done: int, total: int) -> None:
+        if "id" not in task:
+            task["id"] = progress.add_task("capturing the memory trace (Triton interpreter)", total=total)
+        progress.update(task["id"], completed=done, total=total)
+    return update
 
 
 def spec_table(specs: list[tuple[str, HardwareSpec]]) -> Table:

@@ -95,10 +95,6 @@ class BottleneckReport(_ReadsItsOwnJSON):
         """How to introduce this report's hit rate to a reader."""
         return "predicted (simulator)" if self.simulated else f"measured ({self.source})"
 
-    @property
-    def headroom_pct(self) -> float | None:
-        return None if self.ceiling_pct is None else self.ceiling_pct - self.hit_pct
-
     def summary(self) -> str:
         """One line for histories and prompts."""
         parts = [f"L2 hit {self.hit_pct:.2f}% {self.label}"]

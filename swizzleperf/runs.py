@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -201,9 +200,3 @@ def list_runs(root: Path) -> list[Path]:
         return []
     return sorted((p for p in root.iterdir() if (p / "run.json").exists()), key=lambda p: p.name)
 
-
-_SAFE = re.compile(r"[^A-Za-z0-9_]+")
-
-
-def safe_identifier(text: str) -> str:
-    return _SAFE.sub("_", text).strip("_") or "remap"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, TaskID
 
 from swizzleperf import hardware
 from swizzleperf.errors import ContractError, RunError
@@ -24,7 +24,7 @@ from swizzleperf.optimize import LoopSettings, Observer, finish, reopen_kernel, 
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal, Proposer
 from swizzleperf.proposers.search import SearchProposer
-from swizzleperf.render import attempts_table
+from swizzleperf.render import attempts_table, capture_progress, progress_bar
 from swizzleperf.report import ceiling_text
 from swizzleperf.runs import RunDir, find_run
 
@@ -114,15 +114,8 @@ class ConsoleObserver(Observer):
 
 
 def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                        console=console, transient=True)
-    capture_task: dict[str, TaskID] = {}
-
-    def on_capture(done: int, total: int) -> None:
-        if "id" not in capture_task:
-            capture_task["id"] = progress.add_task("capturing the memory trace (Triton interpreter)", total=total)
-        progress.update(capture_task["id"], completed=done, total=total)
+    progress = progress_bar(console)
+    on_capture = capture_progress(progress)
 
     if request.resume:
         run = RunDir.open(find_run(request.resume, request.runs_dir))
