@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from swizzleperf.history import History  # noqa: E402
 
@@ -41,6 +42,7 @@ def plot_hit_rate(history: History, ceiling_pct: float | None, label: str, path:
     if ceiling_pct is not None:
         ax.axhline(ceiling_pct, color="#2ca02c", ls="--", lw=1.2, label=f"ceiling {ceiling_pct:.1f}%")
     ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(f"L2 hit rate, % ({label})")
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
