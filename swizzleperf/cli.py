@@ -241,6 +241,8 @@ def optimize(kernel_path: Optional[Path] = typer.Argument(None, metavar="KERNEL"
              proposer_name: str = typer.Option("search", "--proposer", help="search | llm | hybrid"),
              iterations: int = typer.Option(24, "--iterations", "-n", min=1, help="attempts after the baseline"),
              patience: int = typer.Option(10, "--patience", min=1, help="stop after this many attempts without improvement"),
+             keep_going: bool = typer.Option(False, "--keep-going", help="go on after the best remap reaches the "
+                                                                           "ceiling (e.g. to rank equal hit rates by time)"),
              size: Optional[str] = typer.Option(None, "--size", help="named size to optimise for"),
              seed: int = typer.Option(0, "--seed", help="makes the search deterministic"),
              model: Optional[str] = typer.Option(None, "--model", help="LLM as provider/name, e.g. openai/gpt-4o"),
@@ -261,7 +263,7 @@ def optimize(kernel_path: Optional[Path] = typer.Argument(None, metavar="KERNEL"
                               seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, llm_timeout=llm_timeout,
                               llm_retries=llm_retries, library=_library_for_warm_start(library, no_library),
                               write=write,
-                              resume=resume, runs_dir=runs_dir)
+                              resume=resume, runs_dir=runs_dir, stop_at_ceiling=not keep_going)
     run_optimize(request, console)
 
 

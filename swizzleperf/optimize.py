@@ -26,6 +26,7 @@ from swizzleperf.runs import BestRef, KernelRef, RunDir
 class LoopSettings:
     iterations: int = 24
     patience: int = 10  # stop after this many attempts without a better hit rate
+    stop_at_ceiling: bool = True  # no remap can beat the ceiling: stop once the best reaches it
     seed: int = 0
 
 
@@ -45,7 +46,8 @@ def start_run(root: Path, kernel: KernelFile, size: str, hw: HardwareSpec, hw_re
         kernel=KernelRef(path=str(kernel.path), name=kernel.name, sha256=kernel.sha256), size=size,
         hardware=hw, hardware_reason=hw_reason, profiler=profiler.name, profiler_reason=profiler_reason,
         proposer=proposer.name, proposer_options=proposer_options, seed=settings.seed,
-        iterations=settings.iterations, patience=settings.patience, ranking_rule=RANKING_RULE))
+        iterations=settings.iterations, patience=settings.patience, stop_at_ceiling=settings.stop_at_ceiling,
+        ranking_rule=RANKING_RULE))
 
 
 def reopen_kernel(run: RunDir) -> KernelFile:
@@ -77,6 +79,10 @@ def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: Can
     while len(history) <= record.iterations:
         if should_stop():
             reason = "stopped by the user"
+            break
+        best = history.best().report
+        if record.stop_at_ceiling and best.ceiling_pct is not None and best.hit_pct >= best.ceiling_pct - 1e-9:
+            reason = f"the best remap reaches the ceiling ({best.ceiling_pct:.2f}%): no remap can do better"
             break
         since_best = _attempts_since_best(history)
         if since_best >= record.patience:

@@ -66,6 +66,7 @@ class RunRecord(BaseModel):
     seed: int
     iterations: int
     patience: int
+    stop_at_ceiling: bool = True
     ranking_rule: str
     versions: dict[str, str]
     baseline_hit_pct: float | None = None

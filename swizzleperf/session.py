@@ -48,6 +48,7 @@ class OptimizeRequest:
     write: bool
     resume: str | None
     runs_dir: Path
+    stop_at_ceiling: bool = True
 
 
 def make_proposer(name: str, seed: int, options: dict) -> Proposer:
@@ -142,7 +143,8 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
             options["library"] = str(request.library.resolve())
         proposer = make_proposer(request.proposer, request.seed, options)
         run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
-                        LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed))
+                        LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed,
+                                     stop_at_ceiling=request.stop_at_ceiling))
         console.print(f"[bold]swizzleperf optimize[/] {kernel.path.name} (size {size}) on {spec.name} ({hw_why})\n"
                       f"  profiler {profiler.name} ({prof_why}); proposer {proposer.name}; run {run.path}")
     rec = run.record

@@ -120,3 +120,18 @@ def test_a_rejected_family_is_not_exploited():
                                    accepted=ok, hit_pct=40.0 if ok else None, stage=None if ok else "bijectivity"))
     # xcd_chunked failed and xcd_contiguous has a single member: nothing is worth proposing.
     assert SearchProposer(seed=0).propose(_context(kernel, history)) is None
+
+
+def test_code_tried_by_another_proposer_counts_as_tried_and_scored():
+    """A library (or LLM) attempt with a family's exact code is that family's result, whatever its name."""
+    kernel = load_kernel(ROOT / "kernels/softmax.py")
+    chunk4 = FAMILIES["xcd_chunked"](kernel.hook, chunk=4).replace('"""', '"""From the library. ', 1)
+    contiguous = FAMILIES["xcd_contiguous"](kernel.hook)
+    history = [AttemptView(iteration=1, origin="library", family="library:rows", source=chunk4, diff="",
+                           accepted=True, hit_pct=60.0),
+               AttemptView(iteration=2, origin="search", family="xcd_contiguous", source=contiguous, diff="",
+                           accepted=True, hit_pct=40.0)]
+    proposal = SearchProposer(seed=0).propose(_context(kernel, history))
+    # xcd_chunked is explored already (by the library's code) and is the best family: exploit chunk=4's neighbours
+    assert proposal.family in ("xcd_chunked(chunk=2)", "xcd_chunked(chunk=8)")
+    assert "xcd_chunked(chunk=4) at 60.00%" in proposal.rationale

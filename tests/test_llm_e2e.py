@@ -121,7 +121,7 @@ def swizzleperf(args: list[str], work: Path, **env: str) -> subprocess.Completed
 
 
 def optimize(kernel: Path, work: Path, proposer: str, server: ScriptedServer, iterations: int):
-    return swizzleperf(["optimize", str(kernel), "--hardware", "mi300x", "--no-library", "--proposer", proposer,
+    return swizzleperf(["optimize", str(kernel), "--hardware", "mi300x", "--no-library", "--keep-going", "--proposer", proposer,
                         "--model", "openai/scripted", "--api-base", server.base_url, "-n", str(iterations),
                         "--llm-timeout", str(TIMEOUT_S), "--llm-retries", str(RETRIES),
                         "--runs-dir", str(work / "runs")], work)

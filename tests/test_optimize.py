@@ -51,7 +51,7 @@ def _sha(path: Path) -> str:
 def test_optimize_writes_a_complete_run_and_leaves_the_kernel_alone(small_softmax, tmp_path, monkeypatch):
     monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
     before = _sha(small_softmax)
-    run = run_optimize(_request(small_softmax, tmp_path / "runs"), Console(file=io.StringIO()))
+    run = run_optimize(_request(small_softmax, tmp_path / "runs", stop_at_ceiling=False), Console(file=io.StringIO()))
     assert _sha(small_softmax) == before
 
     record = json.loads((run.path / "run.json").read_text())
@@ -110,7 +110,7 @@ def test_bad_candidates_become_recorded_failures_and_the_loop_goes_on(small_soft
     assert "import" in reasons[2]
     assert "both map to" in reasons[3] and "never produced" in reasons[3]
     assert history.best().iteration == 4
-    assert run.record.status_detail == "the scripted proposer has nothing new to try"
+    assert run.record.status_detail.startswith("the best remap reaches the ceiling")
     # what the next proposal would be shown: the failures with their reasons
     views = history.views()
     assert any(v.stage == "bijectivity" and "both map to" in v.reason for v in views)
@@ -135,7 +135,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_attempts(small_softmax
     runs_dir = tmp_path / "runs"
     env = {**os.environ, "SWIZZLEPERF_CACHE": str(tmp_path / "cache")}
     cmd = [sys.executable, "-m", "swizzleperf", "optimize", str(small_softmax), "--hardware", "mi300x",
-           "--runs-dir", str(runs_dir), "-n", "5", "--patience", "5"]
+           "--runs-dir", str(runs_dir), "-n", "5", "--patience", "5", "--keep-going"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 240
     attempts_file = None
@@ -161,6 +161,16 @@ def test_a_killed_run_resumes_without_losing_or_repeating_attempts(small_softmax
     assert len(records) == 6 and run.record.status == "finished"
     sources = [r["source"] for r in records]
     assert len(set(sources)) == len(sources)  # nothing repeated
+
+
+def test_the_loop_stops_once_the_best_reaches_the_ceiling(small_softmax, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
+    run = run_optimize(_request(small_softmax, tmp_path / "runs", iterations=10), Console(file=io.StringIO()))
+    history = run.load_history()
+    best = history.best().report
+    assert best.hit_pct == pytest.approx(best.ceiling_pct)
+    assert len(history) == history.best().iteration + 1 < 11  # nothing tried after it
+    assert run.record.status_detail.startswith("the best remap reaches the ceiling")
 
 
 def test_write_is_the_only_way_the_kernel_changes(small_softmax, tmp_path, monkeypatch):

@@ -67,6 +67,13 @@ def _distance(a: FamilyInstance, b: FamilyInstance) -> float:
 
 
 class SearchProposer:
+    """Explore each family once, then exploit the best family's nearest untried neighbours.
+
+    What counts is the code, not who proposed it or what it was called: an instance whose
+    normalised source was already tried (by this search, the library or an LLM) is tried, and
+    scores with that attempt's hit rate.
+    """
+
     name = "search"
 
     def __init__(self, seed: int = 0):
@@ -74,55 +81,56 @@ class SearchProposer:
 
     def propose(self, context: ProposalContext) -> Proposal | None:
         space = candidate_space(context.kernel.hook, context.hardware)
-        tried = {v.family for v in context.every_attempt if v.origin == "search"}
-        results = _results_by_label(context.every_attempt)
+        code = {i.label: normalise(i.render(context.kernel.hook)) for f in space.values() for i in f}
+        scores = _scores_by_code(context.every_attempt)
+
+        def tried(i: FamilyInstance) -> bool:
+            return code[i.label] in context.seen_sources
+
+        def score(i: FamilyInstance) -> float:
+            return scores.get(code[i.label], -1.0)
 
         order = sorted(space)
         random.Random(self.seed).shuffle(order)
         for family in order:  # explore: every family once
-            if not any(i.label in tried for i in space[family]):
-                proposal = self._proposal(space[family][0], context, f"explore: first try of family {family}")
-                if proposal is not None:
-                    return proposal
+            if not any(tried(i) for i in space[family]):
+                return self._proposal(space[family][0], context, f"explore: first try of family {family}")
 
-        ranked = sorted(order, key=lambda f: -max((results.get(i.label, -1.0) for i in space[f]), default=-1.0))
+        ranked = sorted(order, key=lambda f: -max(score(i) for i in space[f]))
         for family in ranked:  # exploit: neighbours of the best instance of the best family
-            scored = [i for i in space[family] if results.get(i.label, -1.0) >= 0]
-            if not scored:
-                continue
-            best = max(scored, key=lambda i: results[i.label])
-            untried = [i for i in space[family] if i.label not in tried]
-            for candidate in sorted(untried, key=lambda i: (_distance(i, best), space[family].index(i))):
-                proposal = self._proposal(
-                    candidate, context,
-                    f"exploit: {family} is the best family so far ({best.label} at {results[best.label]:.2f}%); "
-                    f"trying its nearest untried neighbour")
-                if proposal is not None:
-                    return proposal
+            best = max(space[family], key=score)
+            if score(best) < 0:
+                continue  # never worked: not worth refining
+            untried = sorted((i for i in space[family] if not tried(i)),
+                             key=lambda i: (_distance(i, best), space[family].index(i)))
+            if untried:
+                return self._proposal(
+                    untried[0], context, f"exploit: {family} is the best family so far ({best.label} at "
+                                         f"{score(best):.2f}%); trying its nearest untried neighbour")
         return None
 
     def refine(self, context: ProposalContext, anchor: FamilyInstance, why: str) -> Proposal | None:
         """The untried instance of `anchor`'s family nearest to it (the anchor itself first)."""
         space = candidate_space(context.kernel.hook, context.hardware).get(anchor.family, [])
-        tried = {v.family for v in context.every_attempt}
-        for candidate in sorted((i for i in space if i.label not in tried),
-                                key=lambda i: (_distance(i, anchor), space.index(i))):
-            proposal = self._proposal(candidate, context, why)
-            if proposal is not None:
-                return proposal
-        return None
-
-    def _proposal(self, instance: FamilyInstance, context: ProposalContext, why: str) -> Proposal | None:
-        source = instance.render(context.kernel.hook)
-        if normalise(source) in context.seen_sources:
+        untried = [i for i in space if normalise(i.render(context.kernel.hook)) not in context.seen_sources]
+        if not untried:
             return None
-        return Proposal(source=source, family=instance.label, rationale=why, origin="search")
+        nearest = min(untried, key=lambda i: (_distance(i, anchor), space.index(i)))
+        return self._proposal(nearest, context, why)
+
+    def _proposal(self, instance: FamilyInstance, context: ProposalContext, why: str) -> Proposal:
+        return Proposal(source=instance.render(context.kernel.hook), family=instance.label, rationale=why,
+                        origin="search")
 
 
-def _results_by_label(history: tuple[AttemptView, ...]) -> dict[str, float]:
-    """Best hit rate per family label; a rejected attempt scores -1 so it is never exploited."""
+def _scores_by_code(history: tuple[AttemptView, ...]) -> dict[str, float]:
+    """Best hit rate per normalised remap; a rejected attempt scores -1 so it is never exploited."""
     out: dict[str, float] = {}
     for view in history:
+        try:
+            key = normalise(view.source)
+        except SyntaxError:
+            continue
         score = view.hit_pct if view.accepted and view.hit_pct is not None else -1.0
-        out[view.family] = max(out.get(view.family, -1.0), score)
+        out[key] = max(out.get(key, -1.0), score)
     return out
