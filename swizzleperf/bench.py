@@ -77,7 +77,8 @@ class SizeResult(BaseModel):
 
     def cell(self) -> str:
         if self.status == "profiled":
-            return f"{self.size}: {self.baseline_hit_pct:.2f} -> {self.best_hit_pct:.2f}"
+            ceiling = "n/a" if self.ceiling_pct is None else f"{self.ceiling_pct:.2f}"
+            return f"{self.size}: {self.baseline_hit_pct:.2f} -> {self.best_hit_pct:.2f} (ceiling {ceiling})"
         return f"{self.size}: {self.status}: {self.reason}"
 
 
@@ -198,9 +199,9 @@ class SimBudget:
     def skip_reason(self, accesses: int, estimated: bool) -> str | None:
         if accesses <= self.max_accesses:
             return None
-        how = f"~{accesses / 1e6:.3g} M line accesses estimated (per program as at {self.reference_size})" \
-            if estimated else f"{accesses / 1e6:.3g} M line accesses"
-        return f"{how} > the simulator's {self.max_accesses / 1e6:g} M budget; a GPU profiler size"
+        how = f"~{accesses / 1e6:.3g} M line accesses (est. from {self.reference_size})" if estimated \
+            else f"{accesses / 1e6:.3g} M line accesses"
+        return f"{how} > the simulator's {self.max_accesses / 1e6:g} M budget: profile it on a GPU"
 
     def capture(self, kernel: KernelFile, size: str, line_bytes: int,
                 progress: Callable[[int, int], None] | None) -> None:
@@ -281,7 +282,7 @@ def check_size(kernel: KernelFile, remap_source: str, size: str, hw: HardwareSpe
                     raise  # the capture failed by itself: reported below
                 return result(status="skipped", validation=validation, line_accesses=accesses, accesses_estimated=True,
                               reason=f"the trace capture ran past the {budget.capture_timeout_s:g} s time box "
-                                     f"(~{accesses / 1e6:.3g} M line accesses estimated)")
+                                     f"(~{accesses / 1e6:.3g} M line accesses, est. from {budget.reference_size})")
         profiler, _ = select_profiler(profiler_name, hw, progress=capture_progress)
         status(f"{size}: profiling")
         baseline = profiler.profile(kernel, kernel.hook_source, size)
@@ -402,7 +403,7 @@ def _progress_line(result: KernelResult) -> str:
 # --- output -----------------------------------------------------------------------------------------
 
 COLUMNS = ("kernel", "size", "source", "baseline hit %", "best hit %", "ceiling %", "improvement (pts)", "speedup",
-           "iterations to best", "s to best", "best family", "other sizes: baseline -> best hit %")
+           "iterations to best", "s to best", "best family", "other sizes: baseline -> best hit % (ceiling)")
 
 
 def _pct(value: float | None) -> str:
@@ -448,7 +449,7 @@ def to_markdown(report: BenchReport) -> str:
 
 
 _SHORT_COLUMNS = ("kernel", "size", "source", "base %", "best %", "ceiling %", "+pts", "speedup", "iter", "s",
-                  "best family", "other sizes: base -> best %")
+                  "best family", "other sizes: base -> best % (ceiling)")
 
 
 def rich_table(report: BenchReport) -> Table:

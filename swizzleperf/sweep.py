@@ -152,7 +152,8 @@ def kernel_with_size(kernel: KernelFile, name: str, values: dict[str, int], dire
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / kernel.path.name
     declaration = ", ".join(f'"{k}": {int(v)}' for k, v in values.items())
-    path.write_text(f"{kernel.source.rstrip()}\n\n\n# added by `swizzleperf sweep`\nSIZES[{name!r}] = {{{declaration}}}\n")
+    added = f"# added by `swizzleperf sweep`\nSIZES[{name!r}] = {{{declaration}}}\n"
+    path.write_text(f"{kernel.source.rstrip()}\n\n\n{added}")
     return load_kernel(path)
 
 
@@ -303,9 +304,10 @@ def to_markdown(report: SweepReport) -> str:
     lines = [
         f"# Attention mappings on {report.hardware.name}: {report.kernel}",
         "",
-        f"L2 hit rates {report.label} (hardware: {report.hardware_reason}). {_base_text(report)}. The swizzled mappings pin "
-        f"one KV group (group = heads / K/V heads) per die. Shapes above {report.access_cap / 1e6:g} M line "
-        f"accesses are skipped ({skipped} of {len(report.cells)}). Wall time {report.total_seconds:.1f} s.",
+        f"L2 hit rates {report.label} (hardware: {report.hardware_reason}). {_base_text(report)}. "
+        f"The swizzled mappings pin one KV group (group = heads / K/V heads) per die. Shapes above "
+        f"{report.access_cap / 1e6:g} M line accesses are skipped ({skipped} of {len(report.cells)}). "
+        f"Wall time {report.total_seconds:.1f} s.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",

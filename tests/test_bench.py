@@ -18,7 +18,7 @@ from swizzleperf.runs import RunDir
 ROOT = Path(__file__).resolve().parents[1]
 MI300X = PRESETS["mi300x"]
 COLUMNS = ["kernel", "size", "source", "baseline hit %", "best hit %", "ceiling %", "improvement (pts)", "speedup",
-           "iterations to best", "s to best", "best family", "other sizes: baseline -> best hit %"]
+           "iterations to best", "s to best", "best family", "other sizes: baseline -> best hit % (ceiling)"]
 # Correct only when the die count divides the grid: softmax's tiny (5 rows x 3 chunks = 15 programs) is not.
 NAIVE = ("@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n"
          "    return (pid % NUM_XCDS) * (num_pids // NUM_XCDS) + pid // NUM_XCDS\n")
@@ -81,11 +81,13 @@ def test_bench_table_matches_the_runs_and_the_simulator_at_other_sizes(tmp_path,
         (tiny,) = result.other_sizes
         kernel = load_kernel(path)
         profiler = SimProfiler(MI300X)
-        own, remapped = profiler.profile(kernel, kernel.hook_source, "tiny"), profiler.profile(kernel, best.source, "tiny")
+        own = profiler.profile(kernel, kernel.hook_source, "tiny")
+        remapped = profiler.profile(kernel, best.source, "tiny")
         assert tiny.status == "profiled" and (tiny.size, tiny.baseline_hit_pct, tiny.best_hit_pct, tiny.ceiling_pct) \
             == ("tiny", own.hit_pct, remapped.hit_pct, own.ceiling_pct)
         assert tiny.line_accesses == own.accesses and "correctness: matches the reference" in tiny.validation
-        assert _table_row(markdown, result.kernel)[11] == f"tiny: {own.hit_pct:.2f} -> {remapped.hit_pct:.2f}"
+        assert _table_row(markdown, result.kernel)[11] == \
+            f"tiny: {own.hit_pct:.2f} -> {remapped.hit_pct:.2f} (ceiling {own.ceiling_pct:.2f})"
     assert softmax.best_hit_pct > softmax.baseline_hit_pct + 20  # a row's chunks on one die
 
 
@@ -101,15 +103,15 @@ def test_a_remap_that_breaks_at_another_size_is_rejected_there_with_the_reason(t
     assert tiny.status == "rejected" and tiny.reason.startswith("bijectivity: grid (15,): programs ")
     assert "never produced" in tiny.reason and tiny.baseline_hit_pct is None
     assert rows16.status == "skipped" and rows16.accesses_estimated and rows16.line_accesses == 64 * per_program
-    assert rows16.reason == ("~0.00614 M line accesses estimated (per program as at small) > the simulator's "
-                             "0.001 M budget; a GPU profiler size")
+    assert rows16.reason == ("~0.00614 M line accesses (est. from small) > the simulator's 0.001 M budget: "
+                             "profile it on a GPU")
     assert "bijective on all 1 grids ((64,))" in rows16.validation
 
     boxed = SimBudget(max_accesses=10**9, accesses_per_program=per_program, reference_size="small",
                       capture_timeout_s=0.5)  # a capture child needs seconds to import torch and triton
     _, rows16 = generalise(kernel, NAIVE, "small", MI300X, "sim", "cpu", boxed)
     assert rows16.status == "skipped" and rows16.best_hit_pct is None
-    assert rows16.reason == "the trace capture ran past the 0.5 s time box (~0.00614 M line accesses estimated)"
+    assert rows16.reason == "the trace capture ran past the 0.5 s time box (~0.00614 M line accesses, est. from small)"
 
     _, rows16 = generalise(kernel, NAIVE, "small", MI300X, "sim", "cpu", budget=None)
     profiler = SimProfiler(MI300X)
