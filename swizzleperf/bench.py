@@ -33,11 +33,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from swizzleperf import hardware
 from swizzleperf.correctness import default_device
+from swizzleperf.render import progress_bar
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.evaluate import CandidateEvaluator, hook_constants
 from swizzleperf.hardware import HardwareSpec
@@ -237,8 +237,7 @@ def validate_at(kernel: KernelFile, remap_source: str, size: str, hw: HardwareSp
         checked = (f"bijectivity: {report.message}; correctness not run at {size} "
                    f"(the CPU interpreter runs CHECK_SIZES only)")
         return Validation(failure=None if report.ok else f"bijectivity: {report.message}", checked=checked)
-    evaluator = CandidateEvaluator(kernel, hw, None, size, correctness_sizes=[size])
-    evaluator.grids = [grid]
+    evaluator = CandidateEvaluator(kernel, hw, None, size, correctness_sizes=[size], grids=[grid])
     attempt = evaluator.evaluate(Proposal(source=remap_source, family="best remap", origin="search"), 0)
     failure = attempt.failure
     checked = "; ".join(f"{s.stage}: {s.detail}" for s in attempt.stages if s.stage in ("bijectivity", "correctness"))
@@ -366,9 +365,7 @@ def run_bench(request: BenchRequest, console: Console) -> BenchReport:
     console.print(f"[bold]swizzleperf bench[/] {len(request.kernels)} kernels on {spec.name} ({hw_reason}); profiler "
                   f"{profiler.name} ({profiler_reason}); proposer {request.proposer}, {request.iterations} iterations; "
                   f"runs in {request.runs_dir}, results in {out}")
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                        TextColumn("{task.completed}/{task.total} kernels"), TimeElapsedColumn(),
-                        console=console, transient=True)
+    progress = progress_bar(console, unit="kernels")
     results = []
     with progress:
         task = progress.add_task("bench", total=len(request.kernels))

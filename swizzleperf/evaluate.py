@@ -26,15 +26,18 @@ def hook_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
 
 class CandidateEvaluator:
     def __init__(self, kernel: KernelFile, hw: HardwareSpec, profiler: Profiler | None, size: str,
-                 correctness_seeds: tuple[int, ...] = (0,), correctness_sizes: list[str] | None = None):
+                 correctness_seeds: tuple[int, ...] = (0,), correctness_sizes: list[str] | None = None,
+                 grids: list[tuple[int, ...]] | None = None):
+        """`grids`: where to prove bijectivity; by default every declared grid plus the usual suspects."""
         self.kernel = kernel
         self.hw = hw
         self.profiler = profiler
         self.size = size
         self.seeds = correctness_seeds
         self.correctness_sizes = correctness_sizes
-        declared = [kernel.grid(name) for name in kernel.sizes]
-        self.grids = remap.bijectivity_grids(kernel.hook, declared, hw.num_domains)
+        if grids is None:
+            grids = remap.bijectivity_grids(kernel.hook, [kernel.grid(name) for name in kernel.sizes], hw.num_domains)
+        self.grids = grids
 
     def evaluate(self, proposal: Proposal, iteration: int,
                  on_stage: Callable[[Stage], None] | None = None) -> Attempt:

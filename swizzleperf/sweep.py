@@ -29,7 +29,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from swizzleperf import hardware
@@ -37,6 +36,7 @@ from swizzleperf.errors import ContractError
 from swizzleperf.families import FamilyInstance
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.render import progress_bar
 
 DEFAULT_ACCESS_CAP = 60_000_000
 _SHAPE_KEYS = ("batch", "heads", "kv_heads", "seq", "head_dim", "causal", "bf16")
@@ -259,9 +259,7 @@ def run_sweep(kernel_path: Path, hw: HardwareSpec, hw_reason: str, grid: SweepGr
     kernel = load_kernel(kernel_path)
     check_sweepable(kernel)
     shapes = grid.shapes()
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                        console=console or Console(quiet=True), transient=True)
+    progress = progress_bar(console or Console(quiet=True))
     base = kernel.size()
     order = sorted(shapes, key=lambda s: line_accesses(kernel, s.problem(base), hw.line_bytes))
     cells: dict[Shape, SweepCell] = {}
