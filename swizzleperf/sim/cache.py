@@ -57,6 +57,8 @@ def set_of(line, scheme, num_sets, set_bits):
         x ^= x >> _U33
         x *= MIX_MUL2
         x ^= x >> _U33
+        if set_bits >= 0:  # a mask, not a division, for the usual power-of-two set counts
+            return np.int64(x & np.uint64(num_sets - 1))
         return np.int64(x % np.uint64(num_sets))
     if scheme == XOR_FOLD:
         mask = num_sets - 1
