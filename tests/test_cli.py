@@ -89,3 +89,19 @@ def test_a_kernel_without_a_hook_is_refused_showing_the_expected_shape(tmp_path)
     result = runner.invoke(app, ["check", str(bare)])
     assert result.exit_code != 0
     assert "missing REMAP_HOOK" in str(result.exception) and "Expected shape" in str(result.exception)
+
+
+def test_cache_info_and_clear_by_kernel(tmp_path, monkeypatch):
+    cache = tmp_path / "traces"
+    monkeypatch.setenv("SWIZZLEPERF_CACHE", str(cache))
+    profiled = runner.invoke(app, ["profile", str(ROOT / "kernels/softmax.py"), "--size", "tiny", "--hardware", "mi300x"])
+    assert profiled.exit_code == 0, profiled.output
+    (cache / "other-x-128B-k.json").write_text(json.dumps({"kernel": "other"}))
+    (cache / "other-x-128B-k.npz").write_bytes(b"x")
+    info = runner.invoke(app, ["cache", "info"])
+    assert "2 traces" in info.output and "other (1)" in info.output and "softmax (1)" in info.output
+    cleared = runner.invoke(app, ["cache", "clear", "--kernel", "other"])
+    assert "deleted 1 traces" in cleared.output
+    assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".npz"]  # softmax's trace stays
+    assert "deleted 1 traces" in runner.invoke(app, ["cache", "clear"]).output
+    assert list(cache.iterdir()) == []
