@@ -74,3 +74,38 @@ def test_describe_is_the_methods_hardware_sentence():
     text = PRESETS["mi300x"].describe()
     assert "8 L2 domains" in text and "38 CUs" in text and "4 MB L2" in text and "round-robin" in text
     assert "one 50 MB L2" in PRESETS["h100"].describe()
+
+
+class _Props:
+    def __init__(self, name, sms, l2, arch=""):
+        self.name, self.multi_processor_count, self.L2_cache_size, self.gcnArchName = name, sms, l2, arch
+
+
+def _fake_gpu(monkeypatch, props, hip: str | None):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(torch.version, "hip", hip, raising=False)
+
+
+def test_detect_cuda_reads_torch_properties(monkeypatch):
+    _fake_gpu(monkeypatch, _Props("NVIDIA H200", 132, 60 * 2**20), hip=None)
+    spec = hardware.detect()
+    assert (spec.vendor, spec.num_domains, spec.cus_per_domain, spec.l2_bytes_per_domain) == ("nvidia", 1, 132, 60 * 2**20)
+    assert spec.dispatch.policy == "in_order" and "132 SMs" in spec.source
+
+
+def test_detect_rocm_uses_the_hip_xcc_count_and_normalises_l2_per_xcd(monkeypatch):
+    _fake_gpu(monkeypatch, _Props("AMD Instinct MI300X", 304, 32 * 2**20, "gfx942:sramecc+:xnack-"), hip="6.4")
+    monkeypatch.setattr(hardware, "_hip_xcc_count", lambda device: 8)
+    spec = hardware.detect()
+    assert (spec.num_domains, spec.cus_per_domain, spec.l2_bytes_per_domain) == (8, 38, 4 * 2**20)  # total / 8
+    assert "hipDeviceAttributeNumberOfXccs" in spec.source
+
+
+def test_detect_rocm_without_the_hip_attribute_falls_back_to_the_arch_and_says_so(monkeypatch):
+    _fake_gpu(monkeypatch, _Props("AMD Instinct MI300X", 304, 4 * 2**20, "gfx942:sramecc+:xnack-"), hip="6.0")
+    monkeypatch.setattr(hardware, "_hip_xcc_count", lambda device: None)
+    spec = hardware.detect()
+    assert spec.num_domains == 8 and spec.l2_bytes_per_domain == 4 * 2**20  # older ROCm reports one XCD's L2
+    assert "assumed from gfx942 (HIP attribute unavailable)" in spec.source
