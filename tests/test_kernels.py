@@ -21,51 +21,13 @@ import triton
 from swizzleperf.correctness import CorrectnessReport
 from swizzleperf.kernel import KernelFile, load_kernel
 
+from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_GROUPED_2D
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_FILES = sorted((ROOT / "kernels").glob("*.py"))
 KNOWN = ["softmax", "gemm", "transpose", "layernorm"]  # with size conventions and ownership oracles
-NUM_XCDS = 8
 
-# DESIGN.md section 3: launch ids xcd, xcd + N, xcd + 2N, ... all run on one XCD; give them one
-# contiguous logical range. The first `tall` XCDs take q = ceil(G / N) ids, the others q - 1.
-_XCD_CONTIGUOUS = """\
-    q = (num_pids + NUM_XCDS - 1) // NUM_XCDS
-    tall = num_pids - (q - 1) * NUM_XCDS
-    xcd = pid % NUM_XCDS
-    local = pid // NUM_XCDS
-    logical = tl.where(xcd < tall, xcd * q + local, tall * q + (xcd - tall) * (q - 1) + local)
-"""
-XCD_CONTIGUOUS_1D = f"""\
-@triton.jit
-def swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):
-{_XCD_CONTIGUOUS}    return logical
-"""
-# 2D: XCD-contiguous on the linear id, then a GROUP_M = 4 raster (4 tile rows walked column by
-# column) inside the logical order; the check sizes leave partial groups at the bottom.
-XCD_GROUPED_2D = f"""\
-@triton.jit
-def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr):
-    num_pids = num_pid_m * num_pid_n
-{_XCD_CONTIGUOUS}    per_group = 4 * num_pid_n
-    first_m = (logical // per_group) * 4
-    group_rows = tl.minimum(num_pid_m - first_m, 4)
-    return first_m + (logical % per_group) % group_rows, (logical % per_group) // group_rows
-"""
-# The naive version: a bijection only when N divides G; otherwise some logical ids come twice.
-NAIVE_1D = """\
-@triton.jit
-def swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):
-    return (pid % NUM_XCDS) * (num_pids // NUM_XCDS) + pid // NUM_XCDS
-"""
-NAIVE_2D = """\
-@triton.jit
-def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr):
-    num_pids = num_pid_m * num_pid_n
-    logical = (pid % NUM_XCDS) * (num_pids // NUM_XCDS) + pid // NUM_XCDS
-    return logical // num_pid_n, logical % num_pid_n
-"""
 GOOD_REMAP = {1: XCD_CONTIGUOUS_1D, 2: XCD_GROUPED_2D}
-NAIVE_REMAP = {1: NAIVE_1D, 2: NAIVE_2D}
 
 
 # The child: load each spliced kernel file under the interpreter and check it, one report per job.

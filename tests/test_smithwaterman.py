@@ -18,7 +18,8 @@ from swizzleperf.kernel import load_kernel
 from swizzleperf.sim.capture import cached_trace_path, capture_trace
 from swizzleperf.sim.trace import TraceMeta
 
-from test_suite_kernels import GOOD_REMAP, MAX_CHECK_PROGRAMS, NAIVE_REMAP, NUM_XCDS, ROOT, naive_logical
+from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_ROW_MAJOR_2D
+from test_suite_kernels import MAX_CHECK_PROGRAMS, ROOT, naive_logical
 
 KERNEL_PATH = ROOT / "kernels" / "smithwaterman.py"
 CODES = {c: i for i, c in enumerate("ACGT")}
@@ -131,7 +132,7 @@ def test_windows_lose_no_alignment(sw, seed):
 
 @pytest.mark.parametrize("remap", ["own", "good"])
 def test_matches_the_reference_with_its_own_hook_and_an_xcd_remap(kernel, remap):
-    source = kernel.hook_source if remap == "own" else GOOD_REMAP[2]
+    source = kernel.hook_source if remap == "own" else XCD_ROW_MAJOR_2D
     report = check_correctness(kernel, source, seeds=(0,), num_xcds=NUM_XCDS, device="cpu")
     assert report.ok, report.failure
     assert [(c.size, c.seed) for c in report.cases] == [("tiny", 0), ("small", 0)]

@@ -25,10 +25,11 @@ import triton
 from swizzleperf.correctness import CorrectnessReport
 from swizzleperf.kernel import KernelFile, load_kernel
 
+from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_ROW_MAJOR_2D
+
 ROOT = Path(__file__).resolve().parents[1]
 HOOK_NDIM = {"elementwise": 2, "spmv": 1, "blackscholes": 1, "fdtd2d": 2, "stencil2d": 2}
 SUITE = list(HOOK_NDIM)
-NUM_XCDS = 8
 MAX_CHECK_PROGRAMS = 200  # the CPU interpreter runs ~100-300 programs/s
 
 
@@ -36,30 +37,7 @@ def kernel_path(name: str) -> Path:
     return ROOT / "kernels" / f"{name}.py"
 
 
-# DESIGN.md section 3: launch ids xcd, xcd + N, xcd + 2N, ... all run on one XCD; give them one
-# contiguous logical range. The first `tall` XCDs take q = ceil(G / N) ids, the others q - 1.
-_XCD_CONTIGUOUS = """\
-    q = (num_pids + NUM_XCDS - 1) // NUM_XCDS
-    tall = num_pids - (q - 1) * NUM_XCDS
-    xcd = pid % NUM_XCDS
-    local = pid // NUM_XCDS
-    logical = tl.where(xcd < tall, xcd * q + local, tall * q + (xcd - tall) * (q - 1) + local)
-"""
-GOOD_REMAP = {
-    1: f"@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n{_XCD_CONTIGUOUS}    return logical\n",
-    # 2D: XCD-contiguous on the linear id, then row-major.
-    2: ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr):\n"
-        f"    num_pids = num_pid_m * num_pid_n\n{_XCD_CONTIGUOUS}"
-        "    return logical // num_pid_n, logical % num_pid_n\n"),
-}
-# The naive version: a bijection only when N divides G; otherwise some logical ids come twice.
-_NAIVE = "(pid % NUM_XCDS) * (num_pids // NUM_XCDS) + pid // NUM_XCDS"
-NAIVE_REMAP = {
-    1: f"@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return {_NAIVE}\n",
-    2: ("@triton.jit\ndef swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr):\n"
-        f"    num_pids = num_pid_m * num_pid_n\n    logical = {_NAIVE}\n"
-        "    return logical // num_pid_n, logical % num_pid_n\n"),
-}
+GOOD_REMAP = {1: XCD_CONTIGUOUS_1D, 2: XCD_ROW_MAJOR_2D}
 
 
 def naive_logical(num_pids: int) -> np.ndarray:
