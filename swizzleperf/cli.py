@@ -440,14 +440,19 @@ def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]
           api_base: Optional[str] = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --model"),
           max_sim_accesses: int = typer.Option(60_000_000, "--max-sim-accesses", help="the simulator skips other sizes "
                                                  "whose trace would hold more line accesses"),
+          other_sizes: Optional[str] = typer.Option(None, "--other-sizes", help="comma-separated sizes to re-check "
+                                                      "each best remap at (a kernel lacking one skips it); default: "
+                                                      "all the kernel declares"),
           out: Optional[Path] = typer.Option(None, "--out", help="where bench.md/.json/.png go "
                                                                  "(default RUNS_DIR/bench-<timestamp>/)"),
           runs_dir: Path = RunsDirOpt) -> None:
     """Optimize every kernel of a suite, then check each best remap at the kernel's other sizes."""
     from swizzleperf.bench import BenchRequest, find_kernels, run_bench
+    only = None if other_sizes is None else [name.strip() for name in other_sizes.split(",") if name.strip()]
     run_bench(BenchRequest(kernels=find_kernels(kernels or []), hardware=hw_name, profiler=profiler_name,
                            proposer=proposer_name, iterations=iterations, seed=seed, model=model, api_base=api_base,
-                           runs_dir=runs_dir, out=out, max_sim_accesses=max_sim_accesses), console)
+                           runs_dir=runs_dir, out=out, max_sim_accesses=max_sim_accesses, other_sizes=only),
+              console)
 
 
 @app.command()

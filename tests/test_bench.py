@@ -129,6 +129,37 @@ def test_a_remap_that_breaks_at_another_size_is_rejected_there_with_the_reason(t
     assert rows16.reason.startswith(f"{own.accesses / 1e6:.3g} M line accesses > the simulator's")
     assert math.prod(kernel.grid("rows16")) == 64
 
+    # --other-sizes: only the sizes named (and declared) are re-checked, in declaration order
+    (only,) = generalise(kernel, NAIVE, "small", MI300X, "sim", "cpu", exact, only=["rows16", "nosuch"])
+    assert (only.size, only.status) == ("rows16", "skipped")
+    assert generalise(kernel, NAIVE, "small", MI300X, "sim", "cpu", exact, only=["small"]) == []
+
+
+def test_a_bench_stopped_part_way_keeps_the_kernels_it_finished(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
+    import swizzleperf.bench as bench
+
+    finished = []
+    real = bench.bench_kernel
+
+    def stop_at_second(path, *args):
+        if finished:
+            raise KeyboardInterrupt  # Ctrl-C (or a time limit) while the second kernel runs
+        finished.append(real(path, *args))
+        return finished[-1]
+
+    monkeypatch.setattr(bench, "bench_kernel", stop_at_second)
+    kernels = [_small_copy(tmp_path, "transpose"), _small_copy(tmp_path, "softmax")]
+    with pytest.raises(KeyboardInterrupt):
+        run_bench(BenchRequest(kernels=kernels, hardware="mi300x", iterations=1, runs_dir=tmp_path / "runs",
+                               out=tmp_path / "out", other_sizes=["nosuch"]), Console(file=io.StringIO()))
+    report = BenchReport.model_validate_json((tmp_path / "out" / "bench.json").read_text())
+    assert not report.complete and report.kernels_planned == 2 and report.kernels == finished
+    assert report.kernels[0].kernel == "transpose" and report.kernels[0].other_sizes == []  # tiny not asked for
+    markdown = (tmp_path / "out" / "bench.md").read_text()
+    assert "PARTIAL: 1 of 2 kernels finished so far." in markdown and "Other sizes limited to nosuch." in markdown
+    assert _table_row(markdown, "transpose")[0] == "transpose" and "| softmax |" not in markdown
+
 
 def test_kernels_are_found_by_name_or_path_and_unknown_names_list_the_suite(tmp_path):
     kernels_dir = ROOT / "kernels"
