@@ -41,13 +41,12 @@ from swizzleperf.render import progress_bar
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.evaluate import CandidateEvaluator, hook_constants
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf.history import History
 from swizzleperf.kernel import KernelFile
 from swizzleperf.optimize import reopen_kernel
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal
 from swizzleperf.remap import check_bijective
-from swizzleperf.report import Source
+from swizzleperf.report import BottleneckReport, Source
 from swizzleperf.runs import RunDir
 from swizzleperf.session import OptimizeRequest, run_optimize
 
@@ -59,6 +58,29 @@ Status = Callable[[str], None]
 
 
 # --- the records -------------------------------------------------------------------------------
+
+class Speedup(BaseModel):
+    """Baseline time over best time (do_bench medians), with the p20/p80 range."""
+
+    model_config = ConfigDict(extra="forbid")
+    ratio: float
+    low: float
+    high: float
+    l2_state: str
+
+    @classmethod
+    def between(cls, baseline: BottleneckReport, best: BottleneckReport) -> Speedup | None:
+        """None unless both reports carry a timing."""
+        if baseline.timing is None or best.timing is None:
+            return None
+        from swizzleperf.profilers.timer import speedup
+
+        ratio, low, high = speedup(baseline.timing, best.timing)
+        return cls(ratio=ratio, low=low, high=high, l2_state=best.timing.l2_state)
+
+    def cell(self) -> str:
+        return f"{self.ratio:.3f}x [{self.low:.3f}-{self.high:.3f}]"
+
 
 class SizeResult(BaseModel):
     """The best remap at one other size of the kernel, next to the kernel's own remap there."""
@@ -73,23 +95,15 @@ class SizeResult(BaseModel):
     ceiling_pct: float | None = None
     line_accesses: int | None = Field(None, description="the trace's line accesses (simulator only)")
     accesses_estimated: bool = Field(False, description="line_accesses is an estimate: the trace was not captured")
+    speedup: Speedup | None = Field(None, description="only where the profiler measured time")
     seconds: float
 
     def cell(self) -> str:
         if self.status == "profiled":
             ceiling = "n/a" if self.ceiling_pct is None else f"{self.ceiling_pct:.2f}"
-            return f"{self.size}: {self.baseline_hit_pct:.2f} -> {self.best_hit_pct:.2f} (ceiling {ceiling})"
+            timed = "" if self.speedup is None else f", {self.speedup.cell()}"
+            return f"{self.size}: {self.baseline_hit_pct:.2f} -> {self.best_hit_pct:.2f} (ceiling {ceiling}{timed})"
         return f"{self.size}: {self.status}: {self.reason}"
-
-
-class Speedup(BaseModel):
-    """Baseline time over best time (do_bench medians), with the p20/p80 range."""
-
-    model_config = ConfigDict(extra="forbid")
-    ratio: float
-    low: float
-    high: float
-    l2_state: str
 
 
 class KernelResult(BaseModel):
@@ -298,7 +312,8 @@ def check_size(kernel: KernelFile, remap_source: str, size: str, hw: HardwareSpe
                       line_accesses=accesses, accesses_estimated=estimated)
     return result(status="profiled", validation=validation, baseline_hit_pct=baseline.hit_pct,
                   best_hit_pct=candidate.hit_pct, ceiling_pct=baseline.ceiling_pct,
-                  line_accesses=baseline.accesses if budget is not None else None)
+                  line_accesses=baseline.accesses if budget is not None else None,
+                  speedup=Speedup.between(baseline, candidate))
 
 
 def generalise(kernel: KernelFile, remap_source: str, run_size: str, hw: HardwareSpec, profiler_name: str,
@@ -312,16 +327,6 @@ def generalise(kernel: KernelFile, remap_source: str, run_size: str, hw: Hardwar
 
 # --- one kernel, the suite -----------------------------------------------------------------------------
 
-def _speedup(history: History) -> Speedup | None:
-    best, baseline = history.best(), history.baseline()
-    if not (best and baseline and best.report and baseline.report and best.report.timing and baseline.report.timing):
-        return None
-    from swizzleperf.profilers.timer import speedup
-
-    ratio, low, high = speedup(baseline.report.timing, best.report.timing)
-    return Speedup(ratio=ratio, low=low, high=high, l2_state=best.report.timing.l2_state)
-
-
 def summarise_run(run: RunDir, kernel_path: Path, run_seconds: float) -> KernelResult:
     """The run's own numbers, straight from its history."""
     history = run.load_history()
@@ -330,7 +335,8 @@ def summarise_run(run: RunDir, kernel_path: Path, run_seconds: float) -> KernelR
     return KernelResult(
         kernel=run.record.kernel.name, kernel_path=str(kernel_path), status="finished", run_dir=str(run.path),
         size=run.record.size, source=report.source, baseline_hit_pct=base.hit_pct, best_hit_pct=report.hit_pct,
-        ceiling_pct=report.ceiling_pct, improvement_pts=report.hit_pct - base.hit_pct, speedup=_speedup(history),
+        ceiling_pct=report.ceiling_pct, improvement_pts=report.hit_pct - base.hit_pct,
+        speedup=Speedup.between(base, report),
         best_family=best.family, best_iteration=best.iteration, attempts=len(history),
         seconds_to_best=sum(a.seconds for a in history.attempts if a.iteration <= best.iteration),
         run_seconds=run_seconds)
@@ -429,8 +435,7 @@ def row_cells(result: KernelResult, separator: str) -> list[str]:
     if result.status == "failed":
         return [result.kernel, "", "", "", "", "", "", "", "", "", f"failed: {result.error}", ""]
     ceiling = _pct(result.ceiling_pct) if result.ceiling_pct is not None else "n/a (counters)"
-    speedup = (f"{result.speedup.ratio:.3f}x [{result.speedup.low:.3f}-{result.speedup.high:.3f}]"
-               if result.speedup else "n/a (not timed)")
+    speedup = result.speedup.cell() if result.speedup else "n/a (not timed)"
     return [result.kernel, result.size or "", _source_text(result.source), _pct(result.baseline_hit_pct),
             _pct(result.best_hit_pct), ceiling, f"{result.improvement_pts:+.2f}", speedup, str(result.best_iteration),
             f"{result.seconds_to_best:.1f}", result.best_family or "",

@@ -171,3 +171,33 @@ def test_kernels_are_found_by_name_or_path_and_unknown_names_list_the_suite(tmp_
         find_kernels(["nosuch"], kernels_dir)
     with pytest.raises(ContractError, match="no kernel files in"):
         find_kernels([], tmp_path)
+
+
+def test_other_sizes_carry_the_speedup_where_the_profiler_times(tmp_path, monkeypatch):
+    """A timing profiler (ncu, rocprofv3) times both remaps at the other size: the cell shows the ratio."""
+    import swizzleperf.bench as bench
+    from swizzleperf.report import BottleneckReport, Timing
+
+    kernel = load_kernel(_small_copy(tmp_path, "softmax"))
+    timed = {kernel.hook_source.strip(): (40.0, 2.0, 2.1, 2.2), NAIVE.strip(): (90.0, 1.5, 1.6, 1.7)}
+
+    class TimingProfiler:
+        name = "ncu"
+
+        def profile(self, kernel, source, size):
+            hit, p20, median, p80 = timed[source.strip()]
+            return BottleneckReport(source="ncu", hardware="h100", kernel=kernel.name, size=size, hit_pct=hit,
+                                    timing=Timing(median_ms=median, p20_ms=p20, p80_ms=p80, repeats=100,
+                                                  l2_state="flushed"))
+
+    monkeypatch.setattr(bench, "select_profiler", lambda name, hw, progress=None: (TimingProfiler(), "fake"))
+    (tiny,) = generalise(kernel, NAIVE, "small", MI300X, "ncu", "cpu", None, only=["tiny"])
+    assert tiny.status == "rejected"  # NAIVE is no bijection on tiny's 15 programs: never profiled
+    (own,) = generalise(kernel, kernel.hook_source, "small", MI300X, "ncu", "cpu", None, only=["tiny"])
+    assert own.speedup.ratio == 1.0 and own.cell() == "tiny: 40.00 -> 40.00 (ceiling n/a, 1.000x [0.909-1.100])"
+
+    kernel = load_kernel(_small_copy(tmp_path, "softmax", {"rows16": {"rows": 16, "cols": 4096, "chunks": 4}}))
+    (rows16,) = generalise(kernel, NAIVE, "small", MI300X, "ncu", "cpu", None, only=["rows16"])
+    assert rows16.status == "profiled" and rows16.speedup.l2_state == "flushed"
+    assert (rows16.speedup.ratio, rows16.speedup.low, rows16.speedup.high) == (2.1 / 1.6, 2.0 / 1.7, 2.2 / 1.5)
+    assert rows16.cell() == "rows16: 40.00 -> 90.00 (ceiling n/a, 1.312x [1.176-1.467])"
