@@ -465,6 +465,9 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
                                                                           "default: as many as heads (MHA)"),
           max_accesses: int = typer.Option(60_000_000, "--max-accesses", help="skip shapes whose trace would hold more "
                                                                           "line accesses"),
+          like: Optional[str] = typer.Option(None, "--like", help="declared size whose other parameters (head dim, "
+                                                               "causal, dtype) every shape takes; default: the "
+                                                               "kernel's default size"),
           out: Optional[Path] = typer.Option(None, "--out", help="default runs/sweep-<timestamp>/")) -> None:
     """Simulate the four attention mappings of DESIGN.md over a grid of shapes: table and heatmaps."""
     from swizzleperf.bench import find_kernels
@@ -473,7 +476,7 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
         grid = SweepGrid.parse(heads=heads, seq=seq, batch=batch, kv_heads=kv_heads)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    run_sweep_command(find_kernels([kernel])[0], hw_name, grid, max_accesses, out, console)
+    run_sweep_command(find_kernels([kernel])[0], hw_name, grid, max_accesses, out, console, like=like)
 
 
 # --- trace cache -----------------------------------------------------------------------------

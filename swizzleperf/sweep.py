@@ -10,7 +10,8 @@ a child process, so a size that only existed in a `KernelFile` in this process w
 the capture. Each shape is therefore a copy of the kernel file with one size appended
 (`SIZES["b1_h32_kv8_s4096"] = {...}`); the kernel file itself is never touched, and the copy's
 text depends only on the shape, so its trace is cached across sweeps. Parameters other than the
-four swept ones (head dim, causal, dtype) come from the kernel's default size.
+four swept ones (head dim, causal, dtype) come from the kernel's default size, or from the size
+named by `--like` (e.g. `--like mha128_16k`: non-causal bf16, to scale a GPU-only size down).
 
 Large shapes have huge traces: the line accesses of each shape are computed from the FA2 loop
 structure before anything is captured (exact for kernels/attention.py, checked against captured
@@ -129,9 +130,9 @@ class SweepGrid(BaseModel):
 
 # --- the problem at one shape ----------------------------------------------------------------------
 
-def check_sweepable(kernel: KernelFile) -> None:
+def check_sweepable(kernel: KernelFile, like: str | None = None) -> None:
     """The sweep renders 3D attention families and counts FA2 line accesses: both need this shape."""
-    base = kernel.size()
+    base = kernel.size(like)
     missing = [k for k in _SHAPE_KEYS if k not in base]
     blocks = [n for n in ("BLOCK_M", "BLOCK_N") if not isinstance(getattr(kernel.module, n, None), int)]
     if kernel.hook.ndim != 3 or missing or blocks:
@@ -214,7 +215,7 @@ class SweepReport(BaseModel):
     hardware_reason: str
     source: Literal["sim"] = "sim"
     base_size: str
-    base_values: dict[str, int] = Field(description="the kernel's default size: every parameter not swept")
+    base_values: dict[str, int] = Field(description="the size named base_size: every parameter not swept")
     access_cap: int
     grid: SweepGrid
     mappings: list[str]
@@ -227,12 +228,13 @@ class SweepReport(BaseModel):
 
 
 def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: int, workdir: Path,
-                cache_dir: Path | None = None) -> SweepCell:
-    """Profile the four mappings at one shape, or say why not."""
+                cache_dir: Path | None = None, base: dict[str, int] | None = None) -> SweepCell:
+    """Profile the four mappings at one shape (other parameters from `base`, default the kernel's
+    default size), or say why not."""
     from swizzleperf.profilers.sim import SimProfiler  # numba: only when a sweep runs
 
     t0 = time.perf_counter()
-    values = shape.problem(kernel.size())
+    values = shape.problem(base or kernel.size())
     accesses = line_accesses(kernel, values, hw.line_bytes)
     reason = shape.unfit_reason()
     if reason is None and accesses > access_cap:
@@ -253,25 +255,29 @@ def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: 
 
 def run_sweep(kernel_path: Path, hw: HardwareSpec, hw_reason: str, grid: SweepGrid,
               access_cap: int = DEFAULT_ACCESS_CAP, console: Console | None = None,
-              cache_dir: Path | None = None) -> SweepReport:
-    """Every shape of the grid, smallest traces first (so a long sweep shows results early)."""
+              cache_dir: Path | None = None, like: str | None = None) -> SweepReport:
+    """Every shape of the grid, smallest traces first (so a long sweep shows results early).
+
+    like: the declared size whose other parameters (head dim, causal, dtype) every shape takes;
+    default the kernel's default size."""
     t0 = time.perf_counter()
     kernel = load_kernel(kernel_path)
-    check_sweepable(kernel)
+    check_sweepable(kernel, like)
     shapes = grid.shapes()
     progress = progress_bar(console or Console(quiet=True))
-    base = kernel.size()
+    like = like or kernel.default_size
+    base = kernel.size(like)
     order = sorted(shapes, key=lambda s: line_accesses(kernel, s.problem(base), hw.line_bytes))
     cells: dict[Shape, SweepCell] = {}
     with tempfile.TemporaryDirectory(prefix="swizzleperf-sweep-") as tmp, progress:
         task = progress.add_task("sweep", total=len(shapes))
         for shape in order:
             progress.update(task, description=f"{shape.name}: capture and simulate")
-            cells[shape] = sweep_shape(kernel, shape, hw, access_cap, Path(tmp), cache_dir)
+            cells[shape] = sweep_shape(kernel, shape, hw, access_cap, Path(tmp), cache_dir, base)
             progress.advance(task)
     return SweepReport(
         created_at=datetime.now(timezone.utc), kernel=kernel.name, kernel_sha256=kernel.sha256, hardware=hw,
-        hardware_reason=hw_reason, base_size=kernel.default_size, base_values=base, access_cap=access_cap,
+        hardware_reason=hw_reason, base_size=like, base_values=base, access_cap=access_cap,
         grid=grid,
         mappings=[m.name for m in MAPPINGS], cells=[cells[s] for s in shapes],
         total_seconds=time.perf_counter() - t0)
@@ -388,14 +394,14 @@ def write_outputs(report: SweepReport, out: Path) -> list[Path]:
 
 
 def run_sweep_command(kernel_path: Path, hardware_name: str | None, grid: SweepGrid, access_cap: int,
-                      out: Path | None, console: Console) -> SweepReport:
+                      out: Path | None, console: Console, like: str | None = None) -> SweepReport:
     """The CLI's sweep: run, print the table, write sweep.md/.json/.png."""
     hw, hw_reason = hardware.resolve(hardware_name)
     out = out or Path("runs") / f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     console.print(f"[bold]swizzleperf sweep[/] {kernel_path} on {hw.name} ({hw_reason}): "
                   f"{len(grid.shapes())} shapes x {len(MAPPINGS)} mappings, simulator, cap {access_cap / 1e6:g} M "
                   f"line accesses")
-    report = run_sweep(kernel_path, hw, hw_reason, grid, access_cap, console)
+    report = run_sweep(kernel_path, hw, hw_reason, grid, access_cap, console, like=like)
     console.print(rich_table(report))
     paths = write_outputs(report, out)
     console.print(f"wrote {', '.join(str(p) for p in paths)} (wall time {report.total_seconds:.1f} s)")

@@ -121,3 +121,22 @@ def test_kernel_copies_add_a_size_and_leave_the_kernel_file_alone(tmp_path):
 def test_only_attention_shaped_kernels_can_be_swept():
     with pytest.raises(ContractError, match="softmax.py cannot be swept.*3D remap hook"):
         check_sweepable(load_kernel(ROOT / "kernels" / "softmax.py"))
+
+
+def test_like_takes_the_other_parameters_from_a_named_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
+    kernel = load_kernel(ATTENTION)
+    grid = SweepGrid(heads=(8,), seq=(256,))
+    report = run_sweep(ATTENTION, SMALL_L2, "test spec", grid, access_cap=10**6, like="small")
+    (cell,) = report.cells
+    assert report.base_size == "small" and report.base_values == kernel.size("small")
+    values = cell.shape.problem(kernel.size("small"))
+    assert (values["causal"], values["head_dim"], values["heads"], values["seq"]) == (0, 32, 8, 256)
+    # non-causal at D = 32 (64 B rows): every program reads all 256 keys' K and V, half a line per row
+    assert cell.status == "profiled" and cell.line_accesses == line_accesses(kernel, values, 128)
+    causal = line_accesses(kernel, cell.shape.problem(kernel.size()), 128)
+    assert cell.line_accesses != causal
+    write_outputs(report, tmp_path / "out")
+    assert "Other parameters from size 'small': head_dim=32, causal=0, bf16=0" in (tmp_path / "out" / "sweep.md").read_text()
+    with pytest.raises(ContractError, match="has no size 'nosuch'; declared: tiny, small, medium"):
+        run_sweep(ATTENTION, SMALL_L2, "test spec", grid, like="nosuch")
