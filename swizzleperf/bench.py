@@ -402,7 +402,7 @@ def run_bench(request: BenchRequest, console: Console) -> BenchReport:
             paths = write_outputs(report, out)
             progress.advance(task)
             console.print(_progress_line(result), highlight=False)
-    console.print(rich_table(report))
+    console.print(rich_table(report, console.width))
     console.print(f"wrote {', '.join(str(p) for p in paths)}; total wall time {report.total_seconds:.1f} s")
     return report
 
@@ -470,17 +470,27 @@ _SHORT_COLUMNS = ("kernel", "size", "source", "base %", "best %", "ceiling %", "
                   "best family", "other sizes: base -> best % (ceiling)")
 
 
-def rich_table(report: BenchReport) -> Table:
-    """The table for a terminal: COLUMNS with short headers."""
+# Below this many columns the full table folds every cell into slivers; the narrow one keeps the
+# numbers a glance needs (the other sizes are in the per-kernel lines above it and in bench.md).
+_FULL_TABLE_WIDTH = 150
+_NARROW_COLUMNS = ("kernel", "size", "base %", "best %", "ceiling %", "speedup", "best family")
+
+
+def rich_table(report: BenchReport, width: int = _FULL_TABLE_WIDTH) -> Table:
+    """The table for a terminal `width` columns wide: COLUMNS with short headers, or fewer of them."""
+    narrow = width < _FULL_TABLE_WIDTH
+    columns = _NARROW_COLUMNS if narrow else _SHORT_COLUMNS
+    caption = ("other sizes: in the lines above and in bench.md. " if narrow else
+               "iter, s: iterations and seconds to the best attempt. ")
     table = Table(title=f"swizzleperf bench on {report.hardware.name}: L2 hit rates {report.label}",
                   title_justify="left", caption_justify="left",
-                  caption=f"iter, s: iterations and seconds to the best attempt. Total wall time "
-                          f"{report.total_seconds:.1f} s.")
-    for col in _SHORT_COLUMNS:
+                  caption=f"{caption}Total wall time {report.total_seconds:.1f} s.")
+    for col in columns:
         table.add_column(col, justify="left" if col in ("kernel", "size", "source", "best family") or "other" in col
                          else "right", overflow="fold")
     for result in report.kernels:
-        table.add_row(*(escape(c) for c in row_cells(result, "\n")))
+        cells = dict(zip(_SHORT_COLUMNS, row_cells(result, "\n")))
+        table.add_row(*(escape(cells[col]) for col in columns))
     return table
 
 

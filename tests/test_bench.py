@@ -160,6 +160,21 @@ def test_a_bench_stopped_part_way_keeps_the_kernels_it_finished(tmp_path, monkey
     assert "PARTIAL: 1 of 2 kernels finished so far." in markdown and "Other sizes limited to nosuch." in markdown
     assert _table_row(markdown, "transpose")[0] == "transpose" and "| softmax |" not in markdown
 
+    # a terminal 80 columns wide gets the numbers whole, not folded into slivers
+    (done,) = report.kernels
+    for width, headers in ((80, ["kernel", "size", "base %", "best %", "ceiling %", "speedup", "best family"]),
+                           (200, ["kernel", "size", "source", "base %", "best %", "ceiling %", "+pts", "speedup",
+                                  "iter", "s", "best family", "other sizes: base -> best % (ceiling)"])):
+        console = Console(file=io.StringIO(), width=width)
+        console.print(bench.rich_table(report, console.width))
+        lines = console.file.getvalue().splitlines()
+        header = next(line for line in lines if "kernel" in line and "best" in line)
+        assert [cell.strip() for cell in header.strip("┃ ").split("┃")] == headers
+        row = next(line for line in lines if "transpose" in line)
+        cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+        assert cells[:2] == ["transpose", "small"] and f"{done.best_hit_pct:.2f}" in cells
+        assert max(len(line) for line in lines) <= width
+
 
 def test_kernels_are_found_by_name_or_path_and_unknown_names_list_the_suite(tmp_path):
     kernels_dir = ROOT / "kernels"
