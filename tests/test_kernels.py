@@ -1,5 +1,6 @@
-"""The kernel files: each loads, matches its reference with its own hook and with a known-good XCD
-remap, and is caught by the correctness check with the naive non-bijective remap.
+"""The kernel files: each loads, matches its reference with its own hook, with a known-good XCD
+remap and with the best remap the bench found for it (fixtures/best_remaps/), and is caught by the
+correctness check with the naive non-bijective remap.
 
 All checks run in ONE child process (the Triton interpreter must be switched on before triton is
 imported) through the same case logic as `check_correctness`'s child (`run_cases`); the remaps
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 import triton
 
+from swizzleperf.cli import _remap_from_file
 from swizzleperf.correctness import CorrectnessReport
 from swizzleperf.kernel import KernelFile, load_kernel
 
@@ -26,6 +28,7 @@ from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_GROUP
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_FILES = sorted((ROOT / "kernels").glob("*.py"))
 KNOWN = ["softmax", "gemm", "transpose", "layernorm"]  # with size conventions and ownership oracles
+BEST_REMAPS = ROOT / "tests" / "fixtures" / "best_remaps"
 
 GOOD_REMAP = {1: XCD_CONTIGUOUS_1D, 2: XCD_GROUPED_2D}
 
@@ -56,6 +59,9 @@ def _jobs(tmp: Path) -> list[dict]:
         remaps = {"own": (kernel.hook_source, list(kernel.check_sizes))}
         if kernel.hook.ndim in GOOD_REMAP:
             remaps["good"] = (GOOD_REMAP[kernel.hook.ndim], list(kernel.check_sizes))
+        best = BEST_REMAPS / path.name
+        if best.is_file():
+            remaps["best"] = (_remap_from_file(best, kernel), list(kernel.check_sizes))
         if kernel.name in KNOWN:  # the naive remap's damage is checked against per-kernel oracles
             remaps["naive"] = (NAIVE_REMAP[kernel.hook.ndim], ["tiny"])
         for tag, (source, sizes) in remaps.items():
@@ -119,6 +125,15 @@ def test_passes_with_its_own_hook(path, reports):
 def test_passes_with_a_known_good_xcd_remap(path, reports):
     kernel = load_kernel(path)
     report = report_for(reports, f"{kernel.name}/good")
+    assert report.ok, report.failure
+    assert [c.size for c in report.cases] == list(kernel.check_sizes)
+
+
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=_ids)
+def test_passes_with_the_best_remap_the_bench_found(path, reports):
+    assert (BEST_REMAPS / path.name).is_file(), f"record one: see {BEST_REMAPS / 'README.md'}"
+    kernel = load_kernel(path)
+    report = report_for(reports, f"{kernel.name}/best")
     assert report.ok, report.failure
     assert [c.size for c in report.cases] == list(kernel.check_sizes)
 
