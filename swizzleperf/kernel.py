@@ -34,6 +34,8 @@ SIZES = {"small": {...}, "medium": {...}}    # named problem sizes (dicts of int
 DEFAULT_SIZE = "medium"
 CHECK_SIZES = ["small"]                      # sizes cheap enough for the CPU interpreter
 TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
+PROGRAMS_PER_CU = 1                          # optional: resident programs per CU/SM that the kernel's
+                                             # registers and shared memory allow (the simulator's occupancy)
 
 def grid(size) -> tuple[int, ...]:           # values of the hook's grid parameters
 def make_inputs(size, seed, device) -> dict[str, Tensor]
@@ -90,6 +92,7 @@ class KernelFile:
     default_size: str
     check_sizes: tuple[str, ...]
     tolerance: dict[str, float]
+    programs_per_cu: int | None = None  # PROGRAMS_PER_CU: an occupancy limit the kernel declares
 
     @property
     def name(self) -> str:
@@ -217,10 +220,15 @@ def load_kernel(path: str | Path) -> KernelFile:
     if not isinstance(tol, dict) or set(tol) - {"atol", "rtol"}:
         raise _contract_error(path, "TOLERANCE must be a dict with keys atol and rtol")
 
+    occupancy = getattr(module, "PROGRAMS_PER_CU", None)
+    if occupancy is not None and (type(occupancy) is not int or occupancy < 1):
+        raise _contract_error(path, f"PROGRAMS_PER_CU must be a positive integer, got {occupancy!r}")
+
     hook, lines = parse_hook(path, tree, module.REMAP_HOOK)
     kernel = KernelFile(path=path, source=source, module=module, hook=hook, hook_lines=lines, sizes=sizes,
                         default_size=module.DEFAULT_SIZE, check_sizes=tuple(module.CHECK_SIZES),
-                        tolerance={"atol": float(tol.get("atol", 0.0)), "rtol": float(tol.get("rtol", 0.0))})
+                        tolerance={"atol": float(tol.get("atol", 0.0)), "rtol": float(tol.get("rtol", 0.0))},
+                        programs_per_cu=occupancy)
     for name in sizes:
         kernel.grid(name)  # raises a ContractError naming the size if grid() disagrees with the hook
     return kernel

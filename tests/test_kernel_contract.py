@@ -62,6 +62,8 @@ GOOD = '''
 def test_minimal_good_file_loads(tmp_path):
     k = load_kernel(_write(tmp_path, GOOD))
     assert k.hook.grid_params == ("num_pids",) and k.hook.constexprs == ("NUM_XCDS",)
+    assert k.programs_per_cu is None  # optional: the hardware's occupancy assumption stands
+    assert load_kernel(_write(tmp_path, GOOD + "    PROGRAMS_PER_CU = 3\n")).programs_per_cu == 3
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -75,6 +77,9 @@ def test_minimal_good_file_loads(tmp_path):
     (lambda s: s.replace('DEFAULT_SIZE = "s"', 'DEFAULT_SIZE = "big"'), "undeclared sizes: big"),
     (lambda s: s.replace('return (size["n"],)', 'return (size["n"], 2)'), "needs 1 positive extent"),
     (lambda s: s.replace('SIZES = {"s": {"n": 4}}', 'SIZES = {"s": {"n": 4.5}}'), "dict of integer parameters"),
+    (lambda s: s + "    PROGRAMS_PER_CU = 0\n", "PROGRAMS_PER_CU must be a positive integer, got 0"),
+    (lambda s: s + "    PROGRAMS_PER_CU = True\n", "PROGRAMS_PER_CU must be a positive integer, got True"),
+    (lambda s: s + "    PROGRAMS_PER_CU = '2'\n", "PROGRAMS_PER_CU must be a positive integer, got '2'"),
 ])
 def test_contract_errors_name_the_problem_and_show_the_shape(tmp_path, edit, message):
     with pytest.raises(ContractError) as err:
