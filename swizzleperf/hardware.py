@@ -75,6 +75,13 @@ class HardwareSpec(BaseModel):
     def resident_programs_per_domain(self) -> int:
         return self.cus_per_domain * self.programs_per_cu
 
+    def with_occupancy(self, programs_per_cu: int | None) -> HardwareSpec:
+        """This hardware running a kernel that fits `programs_per_cu` programs per CU (a kernel's
+        PROGRAMS_PER_CU): lowers the assumption, never raises it; None changes nothing."""
+        if programs_per_cu is None or programs_per_cu >= self.programs_per_cu:
+            return self
+        return self.model_copy(update={"programs_per_cu": programs_per_cu})
+
     def describe(self) -> str:
         """The one-line hardware text the method puts in front of the proposer."""
         l2 = self.l2_bytes_per_domain / MiB

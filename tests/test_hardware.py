@@ -109,3 +109,11 @@ def test_detect_rocm_without_the_hip_attribute_falls_back_to_the_arch_and_says_s
     spec = hardware.detect()
     assert spec.num_domains == 8 and spec.l2_bytes_per_domain == 4 * 2**20  # older ROCm reports one XCD's L2
     assert "assumed from gfx942 (HIP attribute unavailable)" in spec.source
+
+
+def test_a_kernels_occupancy_lowers_the_residency_and_never_raises_it():
+    mi300x = PRESETS["mi300x"]
+    assert mi300x.with_occupancy(None) is mi300x and mi300x.with_occupancy(3) is mi300x
+    one = mi300x.with_occupancy(1)
+    assert (one.programs_per_cu, one.resident_programs_per_domain, one.name) == (1, 38, "mi300x")
+    assert mi300x.programs_per_cu == 2  # the preset itself is untouched

@@ -206,3 +206,16 @@ def test_the_proposer_can_wrap_any_client(kernel):
                   {"reasoning": "r", "critique": {}, "approach": "", "why_better": "", "code": ROW_REMAP}])
     proposal = LLMProposer(ModelClient(lm), mode="aware").propose(context(kernel))
     assert proposal.source == ROW_REMAP and proposal.usage.calls == 2
+
+
+def test_the_model_is_told_the_residency_the_kernel_allows(kernel, tmp_path):
+    """A kernel declaring PROGRAMS_PER_CU = 1 is described as 38 programs per XCD, not the preset's 76."""
+    path = tmp_path / "softmax.py"
+    path.write_text(kernel.source + "\nPROGRAMS_PER_CU = 1\n")
+    one_per_cu = load_kernel(path)
+    with ScriptedServer([ANALYSIS, proposal_reply(f"```python\n{ROW_REMAP}```")] * 2) as server:
+        proposer_for(server).propose(context(kernel))
+        proposer_for(server).propose(context(one_per_cu))
+    preset, declared = server.requests[1].text, server.requests[3].text
+    assert "Each XCD runs about 76 programs at once (38 CUs x 2 each)" in preset
+    assert "Each XCD runs about 38 programs at once (38 CUs x 1 each)" in declared

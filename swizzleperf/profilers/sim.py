@@ -56,23 +56,12 @@ class SimProfiler:
 
     def profile(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
         trace = self.trace(kernel, size)
-        hw, occupancy_note = occupancy_for(kernel, self.hw)
+        # Occupancy decides which programs share the L2 at once: a kernel that fills a CU with one
+        # program (FA2 at D = 128) simulated at the preset's 2 would run two Q blocks side by side.
+        hw = self.hw.with_occupancy(kernel.programs_per_cu)
         report = simulate(trace, self.program_for_slot(kernel, remap_source, size), hw).to_report(kernel.name, size, hw)
-        if occupancy_note:
-            report.notes.append(occupancy_note)
+        if hw is not self.hw:
+            report.notes.append(f"occupancy: {kernel.name} declares PROGRAMS_PER_CU = {hw.programs_per_cu} (its "
+                                f"registers and shared memory), so {hw.programs_per_cu} per CU instead of "
+                                f"{self.hw.name}'s {self.hw.programs_per_cu}")
         return report
-
-
-def occupancy_for(kernel: KernelFile, hw: HardwareSpec) -> tuple[HardwareSpec, str | None]:
-    """The hardware as the kernel runs on it: no more resident programs per CU than it declares.
-
-    Occupancy decides which programs share the L2 at once, so a kernel that fills a CU with one
-    program (FA2 at D = 128) is predicted with the preset's 2 per CU as if two Q blocks ran side
-    by side. A kernel's PROGRAMS_PER_CU lowers the hardware's assumption, never raises it.
-    """
-    limit = kernel.programs_per_cu
-    if limit is None or limit >= hw.programs_per_cu:
-        return hw, None
-    return (hw.model_copy(update={"programs_per_cu": limit}),
-            f"occupancy: {kernel.name} declares PROGRAMS_PER_CU = {limit} (its registers and shared memory), "
-            f"so {limit} per CU instead of {hw.name}'s {hw.programs_per_cu}")

@@ -79,8 +79,8 @@ class LLMProposer:
     # --- the protocol ------------------------------------------------------------------------
     def propose(self, context: ProposalContext) -> Proposal:
         kernel = context.kernel
-        hardware = hardware_context(self.mode, context.hardware, context.best or context.baseline, self.prompts,
-                                    kernel.hook)
+        hardware = hardware_context(self.mode, context.hardware.with_occupancy(kernel.programs_per_cu),
+                                    context.best or context.baseline, self.prompts, kernel.hook)
         try:
             self._unbilled = self._unbilled + self._ensure_memory_analysis(kernel, hardware)
             answer = self.client.predict(
