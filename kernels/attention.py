@@ -203,14 +203,15 @@ SIZES = {
     # 1024 programs; Q block i reads 256 lines of Q, 2 x (i + 1) x 128 rows x 2 lines of K and V,
     # and writes 256 lines of O: 32 heads x (512 x 32 + 512 x 528) = 9.2 M line accesses.
     # Block-first order spreads each KV group over 4 XCDs (heads h -> XCD h % 8). Simulated mi300x
-    # L2 hit rates (fast capture 18 s): identity 78.1 %, naive head-first 82.7 %, swizzled
-    # head-first 88.6 % with group 1 and 92.85 % with group 4 or 8, swizzled block-first with
-    # group 4 92.86 %; ceiling 92.86 % (a KV group's 2 MB fits one L2, so both pinned orders reach it).
+    # L2 hit rates (1 program per CU, `swizzleperf sweep attention --hardware mi300x --heads 32
+    # --kv-heads 8 --seq 4096`): identity 49.65 %, naive head-first 82.88 %, swizzled block-first
+    # 92.86 % and swizzled head-first 92.51 % with one KV group per XCD; ceiling 92.86 % (a KV
+    # group's 2 MB fits one L2, so both pinned orders come close to it).
     "medium": {"batch": 1, "heads": 32, "kv_heads": 8, "seq": 4096, "head_dim": 128, "causal": 1, "bf16": 0},
     # Many MHA heads: 64 x 2 MB of K/V, 8 heads per XCD under block-first order. 2048 programs,
-    # 18.4 M line accesses (fast capture 11 s). Simulated mi300x L2 hit rates: identity 15.0 %
-    # and swizzled block-first 14.9 % (each XCD streams 8 heads' K/V, 16 MB, through 4 MB), naive
-    # head-first 51.6 %, swizzled head-first (group 1) 88.57 % = the ceiling.
+    # 18.4 M line accesses (fast capture 11 s). Simulated mi300x L2 hit rates: identity and
+    # swizzled block-first 9.26 % (each XCD streams 8 heads' K/V, 16 MB, through 4 MB), naive
+    # head-first 52.11 %, swizzled head-first (group 1) 88.57 % = the ceiling.
     "mha64_4k": {"batch": 1, "heads": 64, "kv_heads": 64, "seq": 4096, "head_dim": 128, "causal": 1, "bf16": 0},
     # Llama-3-70B-like prefill of 8192 tokens (64 heads, 8 KV groups of 8): GPU only.
     "large": {"batch": 1, "heads": 64, "kv_heads": 8, "seq": 8192, "head_dim": 128, "causal": 1, "bf16": 0},
