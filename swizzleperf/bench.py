@@ -133,10 +133,10 @@ class KernelResult(BaseModel):
 
 
 class BenchReport(BaseModel):
-    """bench.json."""
+    """bench.json (schema 2 added other_sizes, kernels_planned and per-size speedups)."""
 
     model_config = ConfigDict(extra="forbid")
-    schema_version: int = 1
+    schema_version: int = 2
     created_at: datetime
     hardware: HardwareSpec
     hardware_reason: str
