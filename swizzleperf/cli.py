@@ -78,7 +78,7 @@ def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec i
         if as_json:
             print(spec.model_dump_json(indent=2))
             return
-        console.print(spec_table([(spec.name, spec)]))
+        console.print(spec_table([(spec.name, spec)], console.width))
         console.print(f"{spec.describe()}\nsource: {spec.source}\n({why})")
         return
     detected = hardware.detect()
@@ -88,7 +88,7 @@ def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec i
     if as_json:
         print(json.dumps({label: s.model_dump(mode="json") for label, s in rows}, indent=2))
         return
-    console.print(spec_table(rows))
+    console.print(spec_table(rows, console.width))
     if detected is None:
         console.print(f"No GPU detected: commands default to the [bold]{hardware.DEFAULT_PRESET}[/] preset.")
 

@@ -34,16 +34,34 @@ def capture_progress(progress: Progress) -> Callable[[int, int], None]:
     return update
 
 
-def spec_table(specs: list[tuple[str, HardwareSpec]]) -> Table:
-    table = Table(title="Hardware", title_justify="left")
-    for col in ("name", "vendor", "L2 domains", "CUs/domain", "L2/domain", "line", "ways", "dispatch",
-                "resident/CU", "next level"):
-        table.add_column(col)
+# Below this many columns the full spec table folds its cells into slivers; the narrow one keeps
+# the fields that decide placement (`hw --show NAME` prints every field).
+_FULL_SPEC_WIDTH = 120
+
+
+def spec_table(specs: list[tuple[str, HardwareSpec]], width: int = _FULL_SPEC_WIDTH) -> Table:
+    """Hardware specs, a row each, with fewer columns on a terminal narrower than the full table."""
+    narrow = width < _FULL_SPEC_WIDTH
+    table = Table(title="Hardware", title_justify="left", caption_justify="left",
+                  caption="line size, ways, set index, next level: swizzleperf hw --show NAME" if narrow else None)
+    if narrow:  # short headers for the fields that decide placement
+        headers = {"name": "name", "vendor": "vendor", "L2 domains": "dies", "CUs/domain": "CUs/die",
+                   "L2/domain": "L2/die", "dispatch": "dispatch", "resident/CU": "per CU"}
+    else:
+        headers = {c: c for c in ("name", "vendor", "L2 domains", "CUs/domain", "L2/domain", "line", "ways",
+                                  "dispatch", "resident/CU", "next level")}
+    for col, header in headers.items():
+        table.add_column(header, justify="left" if col in ("name", "vendor", "dispatch", "next level") else "right")
     for label, s in specs:
-        dispatch = s.dispatch.policy + (f" (chunk {s.dispatch.chunk})" if s.dispatch.policy == "round_robin" else "")
+        if s.dispatch.policy != "round_robin":
+            dispatch = "in order"
+        else:
+            dispatch = "round-robin" + (f", chunk {s.dispatch.chunk}" if s.dispatch.chunk != 1 or not narrow else "")
         nxt = f"{s.next_level} {s.next_level_bytes // MiB} MB" if s.next_level and s.next_level_bytes else (s.next_level or "")
-        table.add_row(label, s.vendor, str(s.num_domains), str(s.cus_per_domain), f"{s.l2_bytes_per_domain / MiB:g} MB",
-                      f"{s.line_bytes} B", str(s.l2_ways), dispatch, str(s.programs_per_cu), nxt)
+        cells = {"name": label, "vendor": s.vendor, "L2 domains": str(s.num_domains), "CUs/domain": str(s.cus_per_domain),
+                 "L2/domain": f"{s.l2_bytes_per_domain / MiB:g} MB", "line": f"{s.line_bytes} B", "ways": str(s.l2_ways),
+                 "dispatch": dispatch, "resident/CU": str(s.programs_per_cu), "next level": nxt}
+        table.add_row(*(cells[col] for col in headers))
     return table
 
 

@@ -105,3 +105,27 @@ def test_cache_info_and_clear_by_kernel(tmp_path, monkeypatch):
     assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".npz"]  # softmax's trace stays
     assert "deleted 1 traces" in runner.invoke(app, ["cache", "clear"]).output
     assert list(cache.iterdir()) == []
+
+
+def test_hw_table_fits_an_80_column_terminal_and_shows_every_field_when_wide():
+    import io
+
+    from rich.console import Console
+
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.render import spec_table
+
+    rows = list(PRESETS.items())
+    for width, headers in ((80, ["name", "vendor", "dies", "CUs/die", "L2/die", "dispatch", "per CU"]),
+                           (160, ["name", "vendor", "L2 domains", "CUs/domain", "L2/domain", "line", "ways",
+                                  "dispatch", "resident/CU", "next level"])):
+        console = Console(file=io.StringIO(), width=width)
+        console.print(spec_table(rows, console.width))
+        lines = console.file.getvalue().splitlines()
+        assert max(len(line) for line in lines) <= width
+        header = next(line for line in lines if "name" in line and "vendor" in line)
+        assert [cell.strip() for cell in header.strip("┃ ").split("┃")] == headers
+        mi300x = next(line for line in lines if "mi300x" in line)
+        cells = [cell.strip() for cell in mi300x.strip("│ ").split("│")]
+        assert cells[:5] == ["mi300x", "amd", "8", "38", "4 MB"]
+        assert ("round-robin" if width == 80 else "round-robin, chunk 1") in cells
