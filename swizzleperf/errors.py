@@ -49,3 +49,4 @@ class LLMError(SwizzlePerfError):
     """The language model is not configured, unreachable, or answered unusably."""
 
     usage = None  # LLMUsage of calls already billed before the failure, when there were any
+    memory_analysis = None  # the analysis a failed proposal had already asked for, so it is kept

@@ -64,7 +64,8 @@ class CandidateEvaluator:
         diff = kernel_diff(self.kernel, proposal.source) if proposal.source.strip() else ""
         return Attempt(iteration=iteration, origin=proposal.origin, family=proposal.family,
                        rationale=proposal.rationale, source=proposal.source, diff=diff, stages=stages,
-                       report=report, usage=proposal.usage, started_at=started, seconds=time.perf_counter() - t0)
+                       report=report, usage=proposal.usage, memory_analysis=proposal.memory_analysis,
+                       started_at=started, seconds=time.perf_counter() - t0)
 
     # Each stage returns (ok, one-sentence detail, stage data for the record, bottleneck report or None).
 

@@ -46,6 +46,8 @@ class Attempt(BaseModel):
     stages: list[StageResult]
     report: BottleneckReport | None = None
     usage: LLMUsage | None = None
+    memory_analysis: str | None = Field(None, description="the LLM's analysis of the kernel, asked once per run "
+                                                          "and recorded on the attempt that asked")
     started_at: datetime
     seconds: float
 
@@ -114,6 +116,10 @@ class History:
 
     def baseline(self) -> Attempt | None:
         return next((a for a in self.attempts if a.origin == "baseline" and a.accepted), None)
+
+    def memory_analysis(self) -> str | None:
+        """The LLM's analysis of the kernel, as the latest attempt that asked for one recorded it."""
+        return next((a.memory_analysis for a in reversed(self.attempts) if a.memory_analysis), None)
 
     def views(self, last: int = 6, top: int = 3) -> list[AttemptView]:
         """The bounded summary proposers see: the best few and the most recent, in order."""

@@ -94,12 +94,13 @@ def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: Can
             kernel=kernel, hardware=record.hardware, baseline=history.baseline().report,
             history=history.views(), every_attempt=tuple(history.all_views()), iteration=iteration,
             seen_sources=frozenset(_normalised(a.source) for a in history.attempts),
-            best=history.best().report)
+            best=history.best().report, memory_analysis=history.memory_analysis())
         try:
             proposal = proposer.propose(context)
         except LLMError as exc:  # the client already retried: record it and stop rather than burn patience
             # tokens spent earlier in this proposal (the memory analysis) travel on the error
-            _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc, exc.usage), observer)
+            _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc, exc.usage,
+                                                   exc.memory_analysis), observer)
             reason = f"the model failed: {exc}"
             break
         except SwizzlePerfError as exc:
@@ -136,9 +137,9 @@ def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer)
 
 
 def _failed_proposal(evaluator: CandidateEvaluator, proposer: Proposer, iteration: int, exc: Exception,
-                     usage: LLMUsage | None = None) -> Attempt:
+                     usage: LLMUsage | None = None, memory_analysis: str | None = None) -> Attempt:
     proposal = Proposal(source="", family="(proposer failed)", origin=_origin(proposer),
-                        extraction_error=f"the proposer failed: {exc}", usage=usage)
+                        extraction_error=f"the proposer failed: {exc}", usage=usage, memory_analysis=memory_analysis)
     return evaluator.evaluate(proposal, iteration)
 
 

@@ -181,10 +181,10 @@ def test_a_good_remap_is_accepted_and_ranked_best(llm_run):
     assert failure(good) is None and good["source"] == ROW_REMAP
     assert good["family"] == "llm:giving-each-xcd-whole-rows"
     assert good["rationale"].startswith("My new swizzling approach will remap blocks by giving each XCD whole rows.")
-    assert "\nReasoning:\nConsecutive ids of one row land on different XCDs.\n" in good["rationale"]
-    assert good["rationale"].endswith(f"Memory analysis (asked once per run):\nAccess pattern: {ANALYSIS_TEXT}\n\n"
-                                      f"Sharing: The CHUNKS programs of one row read the same row (cols * 4 bytes).")
-    assert not any("Memory analysis" in a["rationale"] for a in attempts[2:])  # recorded once
+    assert good["rationale"].endswith("\nReasoning:\nConsecutive ids of one row land on different XCDs.")
+    assert good["memory_analysis"] == (f"Access pattern: {ANALYSIS_TEXT}\n\n"
+                                       f"Sharing: The CHUNKS programs of one row read the same row (cols * 4 bytes).")
+    assert [a["memory_analysis"] for a in attempts[2:]] == [None] * 5  # recorded once, on the attempt that asked
     assert good["report"]["hit_pct"] == pytest.approx(good["report"]["ceiling_pct"])  # each row on one XCD
     assert attempts[0]["report"]["hit_pct"] < good["report"]["hit_pct"] - 40
     assert record["best"] == {"iteration": 1, "family": "llm:giving-each-xcd-whole-rows",
@@ -301,6 +301,33 @@ def test_hybrid_alternates_the_llm_with_a_search_refinement_of_its_family(tmp_pa
     assert len(requests) == 3 and record["usage"]["calls"] == 3  # analysis once, then one call per LLM turn
 
 
+# --- resuming an LLM run ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_resumed_run_reuses_the_recorded_memory_analysis(tmp_path):
+    """The model stops answering (401) after one proposal; the resumed run asks for proposals only."""
+    kernel = small_softmax(tmp_path)
+    script = [ANALYSIS, proposal(fenced(ROW_REMAP)), Failure(401, "invalid api key"),
+              proposal(fenced(PAIRS), "pairing neighbouring chunks on one XCD")]
+    with ScriptedServer(script, lifetime_s=300) as server:  # the run records the endpoint it resumes with
+        first = optimize(kernel, tmp_path, "llm", server, iterations=3)
+        assert first.returncode == 0, first.stdout + first.stderr
+        record, attempts = read_run(tmp_path)
+        assert record["status_detail"].startswith("the model failed") and len(server.requests) == 3
+        assert [a["memory_analysis"] is not None for a in attempts] == [False, True, False]
+
+        resumed = swizzleperf(["optimize", "--resume", "latest", "--runs-dir", str(tmp_path / "runs")], tmp_path)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        requests = list(server.requests)
+    # one more request, a proposal: the recorded analysis went into its prompt instead of a new analysis call
+    assert len(requests) == 4 and "[[ ## code ## ]]" in requests[3].text
+    assert f"Access pattern: {ANALYSIS_TEXT}" in requests[3].text
+    record, attempts = read_run(tmp_path)
+    assert [a["iteration"] for a in attempts] == [0, 1, 2, 3] and attempts[3]["memory_analysis"] is None
+    assert attempts[3]["family"] == "llm:pairing-neighbouring-chunks-on-one-xcd" and failure(attempts[3]) is None
+    assert attempts[3]["usage"]["calls"] == 1
+
+
 # --- configuration errors, before any run directory ---------------------------------------------
 
 @pytest.mark.parametrize("args, message", [
@@ -334,7 +361,8 @@ def test_a_failure_after_the_memory_analysis_carries_its_tokens(tmp_path, monkey
             proposer.propose(context)
     assert raised.value.usage == LLMUsage(calls=1, prompt_tokens=word_count(server.requests[0].text),
                                           completion_tokens=word_count(ANALYSIS))
+    assert raised.value.memory_analysis.startswith(f"Access pattern: {ANALYSIS_TEXT}")  # kept for a resume
     with ScriptedServer([Failure(401, "invalid api key")]) as server:  # nothing was spent
         with pytest.raises(LLMError, match="rejected the credentials") as raised:
             make_llm_proposer("openai/scripted", api_base=server.base_url).propose(context)
-    assert raised.value.usage is None
+    assert raised.value.usage is None and raised.value.memory_analysis is None

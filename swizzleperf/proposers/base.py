@@ -42,6 +42,8 @@ class Proposal(BaseModel):
     usage: LLMUsage | None = None
     extraction_error: str | None = Field(
         None, description="set when the proposer could not extract code from its model's answer")
+    memory_analysis: str | None = Field(
+        None, description="the model's analysis of the kernel, on the proposal whose calls asked for it")
 
 
 class AttemptView(BaseModel):
@@ -70,6 +72,7 @@ class ProposalContext:
     every_attempt: tuple[AttemptView, ...] = ()  # all attempts, without diffs (what a search learns from)
     seen_sources: frozenset[str] = frozenset()  # normalised sources already tried: never repeat one
     best: BottleneckReport | None = None  # the best accepted attempt's report so far
+    memory_analysis: str | None = None  # the analysis an earlier attempt recorded (a resumed run reuses it)
 
 
 class Proposer(Protocol):

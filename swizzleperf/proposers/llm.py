@@ -82,7 +82,7 @@ class LLMProposer:
         hardware = hardware_context(self.mode, context.hardware.with_occupancy(kernel.programs_per_cu),
                                     context.best or context.baseline, self.prompts, kernel.hook)
         try:
-            self._unbilled = self._unbilled + self._ensure_memory_analysis(kernel, hardware)
+            self._unbilled = self._unbilled + self._ensure_memory_analysis(kernel, hardware, context.memory_analysis)
             answer = self.client.predict(
                 ProposeSwizzle,
                 original_code=kernel.source,
@@ -96,6 +96,7 @@ class LLMProposer:
         except LLMError as exc:
             # tokens spent before the failure, for a caller that stops here (module docstring)
             exc.usage = self._unbilled if self._unbilled.calls else None
+            exc.memory_analysis = self._take_unrecorded_analysis()
             raise
         self.last_answer = answer
         usage, self._unbilled = self._unbilled + answer.usage, LLMUsage()
@@ -108,9 +109,16 @@ class LLMProposer:
                                    grid_params=", ".join(hook.grid_params), returns=returns_text(hook),
                                    grid_sizes=grid_sizes(kernel))
 
-    def _ensure_memory_analysis(self, kernel: KernelFile, hardware: str) -> LLMUsage:
-        """Run the memory-analysis call once per kernel; its usage goes on the first proposal."""
+    def _ensure_memory_analysis(self, kernel: KernelFile, hardware: str, recorded: str | None) -> LLMUsage:
+        """Run the memory-analysis call once per run; its usage goes on the first proposal.
+
+        `recorded` is the analysis an earlier attempt of this run holds (a resumed run's history):
+        it is reused rather than paid for again. A resumed run's kernel is the run's kernel.
+        """
         if self._analysed_kernel == kernel.sha256 and self.memory_analysis is not None:
+            return LLMUsage()
+        if recorded is not None and self._analysed_kernel is None:
+            self.memory_analysis, self._analysed_kernel = recorded, kernel.sha256
             return LLMUsage()
         answer = self.client.predict(MemoryAnalysis, kernel_source=kernel.source,
                                      problem=describe_problem(kernel), hardware=hardware)
@@ -132,17 +140,21 @@ class LLMProposer:
         family = family_name(approach, context.iteration)
         rationale = _rationale(approach, why, fields.get("critique"), _text(fields.get("reasoning")), extraction,
                                answer.parse_error)
-        if self._analysis_unrecorded:  # the run's only record of what the model made of the kernel
-            analysis = f"Memory analysis (asked once per run):\n{self.memory_analysis}"
-            rationale = f"{rationale}\n{analysis}" if rationale else analysis
-            self._analysis_unrecorded = False
         error = extraction.error
         if error is None and _seen(extraction.source, context):
             # the source stays, so the history's diff shows the model what it repeated
             error = ("this remap is the same implementation as an earlier attempt (after formatting and comments "
                      "are ignored); propose a remap that differs in what it does")
         return Proposal(source=extraction.source, family=family, rationale=rationale, origin="llm", usage=usage,
-                        extraction_error=error)
+                        extraction_error=error, memory_analysis=self._take_unrecorded_analysis())
+
+    def _take_unrecorded_analysis(self) -> str | None:
+        """The analysis, the first time it is asked for after the call that produced it (then None):
+        the proposal carrying it is the run's record of what the model made of the kernel."""
+        if not self._analysis_unrecorded:
+            return None
+        self._analysis_unrecorded = False
+        return self.memory_analysis
 
 
 def _seen(source: str, context: ProposalContext) -> bool:
