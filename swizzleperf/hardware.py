@@ -43,6 +43,9 @@ class HardwareSpec(BaseModel):
     cus_per_domain: int = Field(ge=1, description="compute units (AMD) or SMs (NVIDIA) per domain")
     l2_bytes_per_domain: int = Field(gt=0)
     line_bytes: int = Field(128, gt=0)
+    sector_bytes: int | None = Field(
+        None, gt=0, description="L2 lookup and fill granularity (NVIDIA: 32-byte sectors of a 128-byte line); "
+                                "None: the whole line")
     l2_ways: int = Field(16, ge=1, le=64)
     set_index: Literal["hash", "modulo", "xor_fold"] = Field(
         "hash", description="how a line address picks its L2 set: the real functions are unpublished; 'hash' "
@@ -50,6 +53,12 @@ class HardwareSpec(BaseModel):
                             "sensitivity to that choice")
     dispatch: Dispatch
     programs_per_cu: int = Field(2, ge=1, description="resident programs per CU/SM (an occupancy assumption)")
+    l1_bytes_per_cu: int = Field(0, ge=0, description="L1 data cache per CU/SM that global loads go through "
+                                                      "(0: no L1 model); stores write through to the L2")
+    l1_ways: int = Field(4, ge=1, le=16)
+    unified_l1_bytes_per_cu: int | None = Field(
+        None, gt=0, description="NVIDIA: L1 and shared memory are one array; the L1 gets what the kernel's "
+                                "shared-memory carve-out leaves")
     next_level: str | None = Field(None, description="what serves L2 misses, e.g. 'Infinity Cache 256 MB'")
     next_level_bytes: int | None = Field(None, gt=0)
     source: str = Field("", description="where the numbers come from")
@@ -65,6 +74,13 @@ class HardwareSpec(BaseModel):
                 f"line_bytes * l2_ways ({per_set}) so the cache has a whole number of sets")
         if self.set_index == "xor_fold" and self.num_sets & (self.num_sets - 1):
             raise ValueError(f"set_index xor_fold needs a power-of-two set count, got {self.num_sets}")
+        sector = self.sector_bytes or self.line_bytes
+        if sector & (sector - 1) or self.line_bytes % sector or self.line_bytes // sector > 8:
+            raise ValueError(f"sector_bytes must be a power of two dividing line_bytes ({self.line_bytes}) into at "
+                             f"most 8 sectors, got {self.sector_bytes}")
+        if self.l1_bytes_per_cu % (self.line_bytes * self.l1_ways):
+            raise ValueError(f"l1_bytes_per_cu ({self.l1_bytes_per_cu}) must be a multiple of line_bytes * l1_ways "
+                             f"({self.line_bytes * self.l1_ways})")
         return self
 
     @property
@@ -74,6 +90,23 @@ class HardwareSpec(BaseModel):
     @property
     def resident_programs_per_domain(self) -> int:
         return self.cus_per_domain * self.programs_per_cu
+
+    @property
+    def sectors_per_line(self) -> int:
+        return self.line_bytes // (self.sector_bytes or self.line_bytes)
+
+    @property
+    def l1_sets(self) -> int:
+        return self.l1_bytes_per_cu // (self.line_bytes * self.l1_ways)
+
+    def with_shared_carveout(self, carveout_bytes: int) -> HardwareSpec:
+        """This hardware running a kernel whose shared memory takes `carveout_bytes` of the unified L1
+        (ncu: launch__shared_mem_config_size); no change where L1 and shared memory are separate."""
+        if self.unified_l1_bytes_per_cu is None:
+            return self
+        granule = self.line_bytes * self.l1_ways
+        l1 = max(0, self.unified_l1_bytes_per_cu - carveout_bytes) // granule * granule
+        return self.model_copy(update={"l1_bytes_per_cu": l1})
 
     def with_occupancy(self, programs_per_cu: int | None) -> HardwareSpec:
         """This hardware running a kernel that fits `programs_per_cu` programs per CU (a kernel's
@@ -94,34 +127,38 @@ class HardwareSpec(BaseModel):
                 f"programs start in increasing id order, so the remap changes which tiles share a wave.")
 
 
+KiB = 1024
 _CDNA3 = dict(vendor="amd", num_domains=8, l2_bytes_per_domain=4 * MiB, line_bytes=128, l2_ways=16,
               dispatch=Dispatch(policy="round_robin", chunk=1), next_level="Infinity Cache (MALL)",
-              next_level_bytes=256 * MiB)
+              next_level_bytes=256 * MiB, l1_bytes_per_cu=32 * KiB)
+# Hopper: 256 KB of L1 and shared memory per SM; a kernel without shared memory still gets a 32 KB
+# carve-out (ncu launch__shared_mem_config_size on an H100), which leaves 224 KB of L1.
+_HOPPER = dict(vendor="nvidia", num_domains=1, line_bytes=128, sector_bytes=32, l2_ways=16,
+               dispatch=Dispatch(policy="in_order"), unified_l1_bytes_per_cu=256 * KiB, l1_bytes_per_cu=224 * KiB)
 
 PRESETS: dict[str, HardwareSpec] = {
     spec.name: spec
     for spec in [
         HardwareSpec(name="mi300x", cus_per_domain=38, **_CDNA3,
                      source="AMD CDNA3 white paper: 8 XCDs x 38 CUs, 4 MB 16-way L2 per XCD, 128 B lines, "
-                            "256 MB Infinity Cache; round-robin workgroup dispatch (AMD MI300X tuning guide)"),
+                            "32 KB vector L1 per CU (associativity unpublished, 4 assumed), 256 MB Infinity "
+                            "Cache; round-robin workgroup dispatch (AMD MI300X tuning guide)"),
         HardwareSpec(name="mi325x", cus_per_domain=38, **_CDNA3,
                      source="same CDNA3 compute dies as MI300X (AMD MI325X data sheet)"),
-        HardwareSpec(name="mi355x", cus_per_domain=32, **_CDNA3,
-                     source="AMD CDNA4 white paper: 8 XCDs x 32 CUs, 4 MB L2 per XCD, 256 MB Infinity Cache"),
-        HardwareSpec(name="h100", vendor="nvidia", num_domains=1, cus_per_domain=132,
-                     l2_bytes_per_domain=50 * MiB, line_bytes=128, l2_ways=16,
-                     dispatch=Dispatch(policy="in_order"), next_level="HBM3",
-                     source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 (two partitions, modelled as one), 128 B lines; "
-                            "associativity unpublished, 16 assumed"),
-        HardwareSpec(name="h200", vendor="nvidia", num_domains=1, cus_per_domain=132,
-                     l2_bytes_per_domain=60 * MiB, line_bytes=128, l2_ways=16,
-                     dispatch=Dispatch(policy="in_order"), next_level="HBM3e",
+        HardwareSpec(name="mi355x", cus_per_domain=32, **{**_CDNA3, "l1_bytes_per_cu": 32 * KiB},
+                     source="AMD CDNA4 white paper: 8 XCDs x 32 CUs, 4 MB L2 per XCD, 32 KB vector L1 per CU, "
+                            "256 MB Infinity Cache"),
+        HardwareSpec(name="h100", cus_per_domain=132, l2_bytes_per_domain=50 * MiB, next_level="HBM3", **_HOPPER,
+                     source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 (two partitions, modelled as one), 128 B lines of "
+                            "four 32 B sectors, 256 KB L1/shared per SM (Hopper tuning guide); associativity "
+                            "unpublished, 16 (L2) and 4 (L1) assumed"),
+        HardwareSpec(name="h200", cus_per_domain=132, l2_bytes_per_domain=60 * MiB, next_level="HBM3e", **_HOPPER,
                      source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "
-                            "associativity unpublished, 16 assumed"),
-        HardwareSpec(name="gb10", vendor="nvidia", num_domains=1, cus_per_domain=48,
-                     l2_bytes_per_domain=24 * MiB, line_bytes=128, l2_ways=16,
-                     dispatch=Dispatch(policy="in_order"), next_level="LPDDR5x",
-                     source="NVIDIA GB10: 48 SMs, 24 MB L2; associativity unpublished, 16 assumed"),
+                            "otherwise as H100; associativity unpublished, 16 (L2) and 4 (L1) assumed"),
+        HardwareSpec(name="gb10", cus_per_domain=48, l2_bytes_per_domain=24 * MiB, next_level="LPDDR5x",
+                     **{**_HOPPER, "unified_l1_bytes_per_cu": 128 * KiB, "l1_bytes_per_cu": 96 * KiB},
+                     source="NVIDIA GB10: 48 SMs, 24 MB L2, 128 KB L1/shared per SM (Blackwell consumer SM); "
+                            "associativity unpublished, 16 (L2) and 4 (L1) assumed"),
     ]
 }
 
@@ -212,11 +249,13 @@ def detect(device: int = 0) -> HardwareSpec | None:
         return HardwareSpec(
             name=f"local-{arch or 'rocm'}", vendor="amd", num_domains=xccs,
             cus_per_domain=max(1, props.multi_processor_count // xccs), l2_bytes_per_domain=per_xcd,
-            dispatch=Dispatch(policy="round_robin"),
+            dispatch=Dispatch(policy="round_robin"), l1_bytes_per_cu=_CDNA3["l1_bytes_per_cu"],
             source=f"{props.name}: {xccs} XCDs ({how}), L2 {per_xcd // MiB} MB per XCD from torch")
     sets_unit = 128 * 16
+    hopper = props.major == 9  # the L1/shared sizes are Hopper's; elsewhere the L1 is not modelled
     return HardwareSpec(
-        name=f"local-{props.name.replace(' ', '-').lower()}", vendor="nvidia", num_domains=1,
-        cus_per_domain=props.multi_processor_count, l2_bytes_per_domain=l2 // sets_unit * sets_unit,
-        dispatch=Dispatch(policy="in_order"),
-        source=f"{props.name}: {props.multi_processor_count} SMs, L2 {l2 / MiB:g} MB from torch")
+        name=f"local-{props.name.replace(' ', '-').lower()}", cus_per_domain=props.multi_processor_count,
+        l2_bytes_per_domain=l2 // sets_unit * sets_unit,
+        **(_HOPPER if hopper else {**_HOPPER, "unified_l1_bytes_per_cu": None, "l1_bytes_per_cu": 0}),
+        source=f"{props.name}: {props.multi_processor_count} SMs, L2 {l2 / MiB:g} MB from torch"
+               + ("" if hopper else f"; compute capability {props.major}.{props.minor}: L1 not modelled"))

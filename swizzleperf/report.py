@@ -3,6 +3,11 @@
 Every profiler (simulator, ncu, rocprofv3) produces this model, so the loop, the history and
 the proposers never care where the numbers came from, and every record says it. Hit rates
 are percentages. A simulated report is a prediction, and says so.
+
+The primary number is the L2 hit rate of *read* requests from the compute units (`metric =
+"read"`): writes allocate in the L2 without a fetch and always hit, so mixing them in dilutes
+what a remap changes. Counters that cannot split reads from writes give the overall rate
+(`metric = "all"`), and say so. Schema 1 records (before the split) read back as "all".
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class _ReadsItsOwnJSON(BaseModel):
     def _drop_computed(cls, data):
         if isinstance(data, dict):
             data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
+            if "schema_version" in cls.model_fields and data.get("schema_version", 1) == 1:
+                data = {**data, "metric": data.get("metric", "all")}  # schema 1: one overall rate
         return data
 
 
@@ -67,19 +74,32 @@ class Timing(BaseModel):
 
 
 class BottleneckReport(_ReadsItsOwnJSON):
-    schema_version: int = 1
+    schema_version: int = 2
 
     source: Source
     hardware: str
     kernel: str
     size: str
 
-    hit_pct: float = Field(description="L2 hit rate in percent")
+    metric: Literal["read", "all"] = Field(
+        "read", description="what hit_pct, accesses, hits and the ceiling count: L2 read lookups from the CUs, "
+                            "or all lookups where the counters cannot tell reads from writes")
+    hit_pct: float = Field(description="L2 hit rate of `metric` lookups, in percent")
     ceiling_pct: float | None = Field(
-        None, description="best any remap can reach: 1 - unique lines / accesses, in percent")
+        None, description="the best any remap can reach for `metric`: every compulsory fetch once, in percent")
+    achievable_pct: float | None = Field(
+        None, description="multi-die: the hit rate of the best balanced assignment of programs to dies found "
+                          "(infinite per-die caches); None where not computed")
     accesses: int | None = None
     hits: int | None = None
-    unique_lines: int | None = None
+    unique_lines: int | None = Field(None, description="compulsory fetches: distinct read-only lines or sectors")
+    granule_bytes: int | None = Field(None, description="what accesses count: 32 for sectors, the line size for lines")
+    overall_hit_pct: float | None = Field(None, description="reads and writes together")
+    write_hit_pct: float | None = None
+    write_accesses: int | None = None
+    l1_hit_pct: float | None = Field(None, description="global-load lookups that hit in the CU's L1")
+    l1_accesses: int | None = None
+    programs_per_cu: int | None = Field(None, description="resident programs per CU/SM used or measured")
     bytes_from_next_level: int | None = None
     per_domain: list[DomainStats] = Field(default_factory=list)
     timing: Timing | None = None
@@ -95,13 +115,24 @@ class BottleneckReport(_ReadsItsOwnJSON):
         """How to introduce this report's hit rate to a reader."""
         return "predicted (simulator)" if self.simulated else f"measured ({self.source})"
 
+    @property
+    def metric_name(self) -> str:
+        return "L2 read hit" if self.metric == "read" else "L2 hit (reads and writes)"
+
     def summary(self) -> str:
         """One line for histories and prompts."""
-        parts = [f"L2 hit {self.hit_pct:.2f}% {self.label}"]
+        parts = [f"{self.metric_name} {self.hit_pct:.2f}% {self.label}"]
         parts.append(ceiling_text(self.ceiling_pct))
+        if self.achievable_pct is not None:
+            parts.append(f"achievable {self.achievable_pct:.2f}%")
+        if self.overall_hit_pct is not None and self.metric == "read":
+            parts.append(f"overall {self.overall_hit_pct:.2f}%")
+        if self.l1_hit_pct is not None:
+            parts.append(f"L1 {self.l1_hit_pct:.1f}%")
         if self.per_domain and self.unique_lines is not None:
             per_die = sum(d.unique_lines or 0 for d in self.per_domain)
-            parts.append(f"lines fetched per die summed {per_die} vs {self.unique_lines} unique")
+            unit = "sectors" if self.granule_bytes and self.granule_bytes < 128 else "lines"
+            parts.append(f"{unit} fetched per die summed {per_die} vs {self.unique_lines} compulsory")
         if self.timing is not None:
             parts.append(f"time {self.timing.median_ms:.4f} ms [{self.timing.p20_ms:.4f}, {self.timing.p80_ms:.4f}]")
         return "; ".join(parts)

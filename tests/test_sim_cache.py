@@ -94,9 +94,8 @@ def test_compulsory_misses_count_each_distinct_line_once():
     geometry = CacheGeometry(4, 2)
     lines = random_stream(np.random.default_rng(3), geometry, 2000)
     distinct, line_ids = np.unique(lines, return_inverse=True)
-    tags, recency = geometry.empty_state()
     seen_bits = np.zeros(len(distinct) // 64 + 1, dtype=np.uint64)
-    hits, compulsory = access_range(lines, 0, len(lines), tags, recency, *geometry.kernel_args,
+    hits, compulsory = access_range(lines, 0, len(lines), *geometry.empty_state(), *geometry.kernel_args,
                                     line_ids.astype(np.int32), seen_bits, np.zeros(0, dtype=bool))
     assert hits == sum(oracle_hits(lines, 4, 2, "modulo"))
     assert compulsory == len(distinct) < len(lines) - hits  # capacity and conflict misses are not counted

@@ -1,17 +1,17 @@
 """The dispatch model and the engine: exact per-domain counts against a plain-Python replay,
 and hand-computed cases that show what a remap changes."""
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from test_sim_cache import oracle_hits
+from test_sim_cache import oracle_set
 
 from swizzleperf.errors import HardwareSpecError, RemapRejected, TraceCaptureError
 from swizzleperf.hardware import PRESETS, HardwareSpec
 from swizzleperf.sim.dispatch import domain_queues, placement, slot_domains, slot_start_ranks
-from swizzleperf.sim.engine import prepare, simulate
+from swizzleperf.sim.engine import L1_HITS, WRITE_LOOKUPS, prepare, simulate
 
 LINE = 128
 
@@ -26,30 +26,44 @@ class LocalTrace:
     event_offsets: np.ndarray
     program_offsets: np.ndarray
     line_bytes: int
+    sectors: np.ndarray | None = None
+    sector_bytes: int | None = None
 
 
-def make_trace(programs: list[list[list[int]]]) -> LocalTrace:
-    """programs[p][e] = the lines of event e of captured program p."""
-    events = [event for program in programs for event in program]
-    lines = np.array([line for event in events for line in event], dtype=np.int64)
+def make_trace(programs: list[list[list[int]]], stores: set[tuple[int, int]] = frozenset(),
+               masks: dict[int, int] | None = None) -> LocalTrace:
+    """programs[p][e] = the lines of event e of captured program p; `stores` holds the (p, e) that are
+    stores; `masks` (line -> 4-bit mask of 32 B sectors) makes a sectored trace."""
+    events = [(p, e, event) for p, program in enumerate(programs) for e, event in enumerate(program)]
+    lines = np.array([line for _, _, event in events for line in event], dtype=np.int64)
+    store = np.array([(p, e) in stores for p, e, event in events for _ in event], dtype=bool)
+    sectored = {} if masks is None else {"sector_bytes": 32, "sectors": np.array(
+        [masks[line] for line in lines.tolist()], dtype=np.uint8)}
     return LocalTrace(
-        lines=lines, is_store=np.zeros(lines.shape[0], dtype=bool),
-        event_offsets=np.cumsum([0] + [len(e) for e in events], dtype=np.int64),
+        lines=lines, is_store=store.reshape(lines.shape),
+        event_offsets=np.cumsum([0] + [len(event) for _, _, event in events], dtype=np.int64),
         program_offsets=np.cumsum([0] + [len(p) for p in programs], dtype=np.int64),
-        line_bytes=LINE)
+        line_bytes=LINE, **sectored)
 
 
 def make_spec(num_domains=8, sets=4, ways=2, set_index="modulo", policy="round_robin", chunk=1,
-              resident=2) -> HardwareSpec:
+              resident=2, cus=None, l1_sets=0, l1_ways=2, sector_bytes=None) -> HardwareSpec:
+    """`resident` programs per domain on `cus` CUs (default: one program per CU)."""
+    cus = cus or resident
     return HardwareSpec.model_validate({
         **PRESETS["mi300x"].model_dump(), "name": "test", "num_domains": num_domains,
-        "cus_per_domain": resident, "programs_per_cu": 1, "l2_bytes_per_domain": sets * ways * LINE,
-        "l2_ways": ways, "set_index": set_index, "dispatch": {"policy": policy, "chunk": chunk}})
+        "cus_per_domain": cus, "programs_per_cu": resident // cus, "l2_bytes_per_domain": sets * ways * LINE,
+        "l2_ways": ways, "set_index": set_index, "dispatch": {"policy": policy, "chunk": chunk},
+        "l1_bytes_per_cu": l1_sets * l1_ways * LINE, "l1_ways": l1_ways, "sector_bytes": sector_bytes})
+
+
+def no_l1(hw: HardwareSpec) -> HardwareSpec:
+    return hw.model_copy(update={"l1_bytes_per_cu": 0})
 
 
 # --- the oracle: the documented dispatch model, written plainly ------------------------------------
-def oracle_domain_streams(programs, program_for_slot, hw) -> list[list[int]]:
-    """Per domain, the line stream its L2 sees."""
+def oracle_domain_streams(programs, program_for_slot, hw, detail=False) -> list[list]:
+    """Per domain, the line stream its CUs issue; with `detail`, (cu, program, event, line) items."""
     domains = 1 if hw.dispatch.policy == "in_order" else hw.num_domains
     queues = [[] for _ in range(domains)]
     for slot, program in enumerate(program_for_slot):
@@ -61,7 +75,8 @@ def oracle_domain_streams(programs, program_for_slot, hw) -> list[list[int]]:
 
         def start_next():
             while waiting:
-                events = deque(programs[waiting.popleft()])
+                program = waiting.popleft()
+                events = deque((program, e, ev) for e, ev in enumerate(programs[program]))
                 if events:
                     return events
             return None
@@ -70,18 +85,66 @@ def oracle_domain_streams(programs, program_for_slot, hw) -> list[list[int]]:
         stream = []
         while any(rotation):
             for position, running in enumerate(rotation):
-                if running:
-                    stream.extend(running.popleft())
+                if running:  # a position keeps its CU: position i runs on CU i % cus
+                    program, e, event = running.popleft()
+                    stream.extend((position % hw.cus_per_domain, program, e, line) if detail else line
+                                  for line in event)
                     if not running:
                         rotation[position] = start_next()
         streams.append(stream)
     return streams
 
 
-def oracle_counts(programs, program_for_slot, hw):
-    streams = oracle_domain_streams(programs, program_for_slot, hw)
-    hits = [sum(oracle_hits(s, hw.num_sets, hw.l2_ways, hw.set_index)) for s in streams]
-    return [len(s) for s in streams], hits, [len(set(s)) for s in streams]
+class OracleCache:
+    """True LRU per set over lines, each holding a set of valid sectors (plain Python)."""
+
+    def __init__(self, num_sets, ways, scheme):
+        self.sets, self.ways, self.scheme = [OrderedDict() for _ in range(num_sets)], ways, scheme
+
+    def lookup(self, line, sectors: set) -> set:
+        lru = self.sets[oracle_set(line, len(self.sets), self.scheme)]
+        present = lru.pop(line, set())
+        lru[line] = present | sectors
+        if len(lru) > self.ways:
+            lru.popitem(last=False)
+        return present & sectors
+
+
+def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None):
+    """Per domain: (L2 read lookups, read hits, first fetches, write lookups, L1 lookups, L1 hits), in
+    sectors, from the definitions: loads through the CU's L1, then L2; stores allocate in the L2."""
+    spl = hw.sectors_per_line
+    out = []
+    for stream in oracle_domain_streams(programs, program_for_slot, hw, detail=True):
+        l2 = OracleCache(hw.num_sets, hw.l2_ways, hw.set_index)
+        l1 = [OracleCache(hw.l1_sets, hw.l1_ways, "hash") for _ in range(hw.cus_per_domain)]
+        fetched, c = set(), dict(reads=0, hits=0, first=0, writes=0, l1=0, l1_hits=0)
+        for cu, program, e, line in stream:
+            fine = masks[line] if masks else 0b1111  # 32 B sectors of the 128 B line
+            sectors = {s for s in range(spl) if any(fine >> b & 1 for b in range(s * 4 // spl, (s + 1) * 4 // spl))}
+            if (program, e) in stores:
+                l2.lookup(line, sectors)
+                c["writes"] += len(sectors)
+                continue
+            if hw.l1_bytes_per_cu:
+                in_l1 = l1[cu].lookup(line, sectors)
+                c["l1"], c["l1_hits"] = c["l1"] + len(sectors), c["l1_hits"] + len(in_l1)
+                sectors -= in_l1
+                if not sectors:
+                    continue
+            hit = l2.lookup(line, sectors)
+            c["reads"], c["hits"] = c["reads"] + len(sectors), c["hits"] + len(hit)
+            new = {(line, s) for s in sectors - hit} - fetched
+            c["first"] += len(new)
+            fetched |= new
+        out.append((c["reads"], c["hits"], c["first"], c["writes"], c["l1"], c["l1_hits"]))
+    return out
+
+
+def engine_counts(result):
+    from swizzleperf.sim.engine import FIRST_FETCHES, L1_HITS, L1_LOOKUPS, READ_HITS, READ_LOOKUPS, WRITE_LOOKUPS
+    order = (READ_LOOKUPS, READ_HITS, FIRST_FETCHES, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS)
+    return [tuple(int(c[i]) for i in order) for c in result.counts]
 
 
 def random_programs(rng, num_programs: int, line_range: int) -> list[list[list[int]]]:
@@ -104,6 +167,12 @@ CONFIGS = {
     "inorder-res1-2way": make_spec(1, sets=2, ways=2, policy="in_order", resident=1),
     "inorder-res5-17way-3sets": make_spec(1, sets=3, ways=17, policy="in_order", resident=5),
     "inorder-res64-32way-xor": make_spec(1, sets=4, ways=32, set_index="xor_fold", policy="in_order", resident=64),
+    # L1s: several programs per CU share one; sectored lines (NVIDIA) and whole lines (AMD)
+    "rr4-res4-2cus-l1": make_spec(4, sets=4, ways=4, resident=4, cus=2, l1_sets=2, l1_ways=2),
+    "inorder-res6-3cus-l1-sectors": make_spec(1, sets=4, ways=4, policy="in_order", resident=6, cus=3, l1_sets=2,
+                                              l1_ways=2, sector_bytes=32),
+    "inorder-res2-sectors64-no-l1": make_spec(1, sets=2, ways=4, policy="in_order", resident=2, sector_bytes=64),
+    "rr2-res3-l1-17way-l2": make_spec(2, sets=3, ways=17, resident=3, cus=1, l1_sets=1, l1_ways=3),
 }
 
 
@@ -111,19 +180,18 @@ CONFIGS = {
 def test_matches_oracle_on_random_traces_and_remaps(name):
     hw = CONFIGS[name]
     rng = np.random.default_rng(sorted(CONFIGS).index(name))
-    total_hits = 0
+    totals = np.zeros(6, dtype=int)
     for _ in range(6):
         programs = random_programs(rng, int(rng.integers(1, 41)), line_range=int(rng.integers(4, 80)))
-        trace = make_trace(programs)
+        stores = {(p, e) for p, program in enumerate(programs) for e in range(len(program)) if rng.random() < 0.2}
+        masks = {line: int(rng.integers(1, 16)) for line in range(400)}
+        trace = make_trace(programs, stores, masks)
         for perm in (np.arange(len(programs)), rng.permutation(len(programs))):
-            accesses, hits, unique = oracle_counts(programs, perm, hw)
-            result = simulate(trace, perm, hw)
-            assert result.accesses.tolist() == accesses
-            assert result.hits.tolist() == hits
-            assert result.unique_lines.tolist() == unique
-            assert result.total_unique_lines == len(set(trace.lines.tolist()))
-            total_hits += sum(hits)
-    assert total_hits > 0, "the random traces must produce hits to compare"
+            expected = oracle_counts(programs, perm, hw, stores, masks)
+            assert engine_counts(simulate(trace, perm, hw)) == expected
+            totals += np.array(expected).sum(axis=0)
+    assert totals[1] > 0 and totals[3] > 0, "the random traces must produce read hits and writes to compare"
+    assert (totals[5] > 0) == bool(hw.l1_bytes_per_cu), "L1 hits exactly where an L1 is modelled"
 
 
 def test_matches_oracle_when_rotation_drains_unevenly():
@@ -132,10 +200,7 @@ def test_matches_oracle_when_rotation_drains_unevenly():
     programs = [[[i % 5] for i in range(40)]] + [[[p % 7, p % 7 + 1]] * (p % 3 + 1) for p in range(1, 25)]
     trace = make_trace(programs)
     for perm in (np.arange(25), np.roll(np.arange(25), 7)):
-        accesses, hits, unique = oracle_counts(programs, perm, hw)
-        result = simulate(trace, perm, hw)
-        assert result.accesses.tolist() == accesses
-        assert (result.hits.tolist(), result.unique_lines.tolist()) == (hits, unique)
+        assert engine_counts(simulate(trace, perm, hw)) == oracle_counts(programs, perm, hw)
 
 
 def test_interleaving_order_by_hand():
@@ -165,7 +230,7 @@ def pair_sharing_trace(lines_per_pair: int) -> LocalTrace:
 
 
 def test_colocating_sharing_programs_turns_their_second_reads_into_hits():
-    hw, n = PRESETS["mi300x"], 10
+    hw, n = no_l1(PRESETS["mi300x"]), 10
     trace = pair_sharing_trace(n)
     # identity: slot w -> domain w % 8, so programs 2k and 2k+1 run on different dies; each die
     # runs two programs of two different pairs: 2n accesses, 2n distinct lines, no hits.
@@ -179,7 +244,7 @@ def test_colocating_sharing_programs_turns_their_second_reads_into_hits():
     assert together.hits.tolist() == [n] * 8
     assert together.unique_lines.tolist() == [n] * 8
     assert together.hit_pct == together.ceiling_pct == 50.0
-    assert spread.total_unique_lines == together.total_unique_lines == 8 * n
+    assert spread.bounds.read_only_unique == together.bounds.read_only_unique == 8 * n
     # colocating only the pairs of dies 0..3 helps exactly those dies
     # dies 0..3 (slots k, k+8) get pairs 0..3; dies 4..7 get one program of two different pairs
     half = np.array([0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 11, 13, 15, 9])
@@ -194,12 +259,40 @@ def test_chunked_dispatch_keeps_consecutive_slots_together():
     assert result.programs.tolist() == [2] * 8
 
 
+def test_writes_allocate_without_a_fetch_and_later_reads_hit():
+    # program 0 writes sectors 0-1 of lines 1 and 2; program 1 then reads them and all of line 3
+    masks = {1: 0b0011, 2: 0b0011, 3: 0b1111}
+    trace = make_trace([[[1, 2]], [[1, 2], [3]]], stores={(0, 0)}, masks=masks)
+    result = simulate(trace, np.arange(2), no_l1(PRESETS["h100"]))
+    # writes: 4 sector lookups, all hits; reads: 4 + 4 sectors, of which the 4 written ones hit
+    assert (result.total(WRITE_LOOKUPS), result.read_lookups, result.read_hits) == (4, 8, 4)
+    assert result.overall_hit_pct == pytest.approx(100 * 8 / 12)
+    assert result.bytes_fetched == 4 * 32
+    # the bound: 8 read sectors, of which line 3's 4 were never written and must be fetched
+    assert (result.bounds.read_sectors, result.bounds.read_only_unique) == (8, 4)
+    assert result.ceiling_pct == pytest.approx(50.0) == pytest.approx(result.hit_pct)
+    # on AMD (a line is one sector) the written lines are whole-line hits
+    amd = simulate(trace, np.arange(2), make_spec(1, sets=4, ways=4, policy="in_order", resident=2))
+    assert (amd.total(WRITE_LOOKUPS), amd.read_lookups, amd.read_hits) == (2, 3, 2)
+
+
+def test_programs_reading_different_sectors_of_one_line_share_nothing_on_a_sectored_l2():
+    # a column reduction over 64 B strips: program p reads half p % 2 of every line
+    halves = [[[line] for line in range(16)] for _ in range(2)]
+    trace = make_trace(halves, masks={line: 0b0011 for line in range(16)})
+    trace = LocalTrace(**{**trace.__dict__, "sectors": np.concatenate([np.full(16, 0b0011), np.full(16, 0b1100)])
+                          .astype(np.uint8)})
+    assert simulate(trace, np.arange(2), no_l1(PRESETS["h100"])).read_hits == 0
+    # a whole-line L2 counts the second half as a hit
+    assert simulate(trace, np.arange(2), no_l1(PRESETS["h100"]).model_copy(update={"sector_bytes": None})).read_hits == 16
+
+
 def test_a_pure_stream_has_no_hits():
     programs = [[[p * 100 + e * 4 + i for i in range(4)] for e in range(25)] for p in range(64)]
     trace = make_trace(programs)
     for hw in (PRESETS["mi300x"], PRESETS["h100"]):
         result = simulate(trace, np.random.default_rng(0).permutation(64), hw)
-        assert result.total_hits == 0
+        assert result.read_hits == 0 and result.total(L1_HITS) == 0
         assert result.unique_lines.tolist() == result.accesses.tolist()
         assert result.ceiling_pct == 0.0
 
@@ -207,13 +300,17 @@ def test_a_pure_stream_has_no_hits():
 def test_every_program_reading_one_tile_reaches_the_ceiling_on_one_l2():
     tile = list(range(1000, 1008))
     trace = make_trace([[tile, tile[:4]] for _ in range(100)])  # 12 accesses per program
-    one_l2 = simulate(trace, np.arange(100), PRESETS["h100"])
-    assert one_l2.total_hits == 1200 - 8
+    one_l2 = simulate(trace, np.arange(100), no_l1(PRESETS["h100"]))  # whole lines: 4 sectors each
+    assert one_l2.read_hits == 4 * (1200 - 8)
     assert one_l2.hit_pct == pytest.approx(one_l2.ceiling_pct)
     # eight dies each fetch the tile once: the ceiling (one fetch in the whole GPU) is out of reach
-    dies = simulate(trace, np.arange(100), PRESETS["mi300x"])
-    assert dies.total_hits == 1200 - 8 * 8
+    dies = simulate(trace, np.arange(100), no_l1(PRESETS["mi300x"]))
+    assert dies.read_hits == 1200 - 8 * 8
     assert dies.unique_lines.tolist() == [8] * 8
+    # with the CUs' L1s, each program's second read of the tile's first half never reaches the L2
+    with_l1 = simulate(trace, np.arange(100), PRESETS["mi300x"])
+    assert (with_l1.total(L1_HITS), with_l1.read_lookups, with_l1.read_hits) == (400, 800, 800 - 64)
+    assert with_l1.hit_pct < with_l1.ceiling_pct
 
 
 def test_capacity_misses_appear_once_the_rotation_outgrows_the_cache():
@@ -221,9 +318,9 @@ def test_capacity_misses_appear_once_the_rotation_outgrows_the_cache():
     programs = [[[2 * p, 2 * p + 1], [2 * p, 2 * p + 1]] for p in range(8)]
     trace = make_trace(programs)
     # two resident programs hold 4 lines: every second read hits
-    assert simulate(trace, np.arange(8), make_spec(1, sets=1, ways=4, policy="in_order", resident=2)).total_hits == 16
+    assert simulate(trace, np.arange(8), make_spec(1, sets=1, ways=4, policy="in_order", resident=2)).read_hits == 16
     # four resident programs cycle 8 lines through 4 ways: LRU evicts each line before its re-read
-    assert simulate(trace, np.arange(8), make_spec(1, sets=1, ways=4, policy="in_order", resident=4)).total_hits == 0
+    assert simulate(trace, np.arange(8), make_spec(1, sets=1, ways=4, policy="in_order", resident=4)).read_hits == 0
 
 
 # --- the dispatch model --------------------------------------------------------------------------
@@ -280,7 +377,7 @@ def test_malformed_traces_are_rejected():
 
 # --- the report ------------------------------------------------------------------------------------
 def test_report_carries_counts_and_states_the_model():
-    hw = PRESETS["mi300x"]
+    hw = no_l1(PRESETS["mi300x"])
     result = simulate(pair_sharing_trace(10), np.arange(16), hw)
     report = result.to_report("pairs", "small", hw)
     assert report.source == "sim" and report.simulated
@@ -292,7 +389,8 @@ def test_report_carries_counts_and_states_the_model():
         [(d, 2, 20, 0, 20) for d in range(8)]
     notes = " | ".join(report.notes)
     for phrase in ("prediction, not a measurement", "round-robin over 8 L2 domains, chunk 1",
-                   "76 programs resident per domain", "set index hash", "LRU", "write-allocate"):
+                   "76 programs resident per domain", "set index hash", "LRU", "allocate without a fetch",
+                   "no L1 modelled"):
         assert phrase in notes
     with pytest.raises(ValueError, match="pass the spec it was simulated with"):
         result.to_report("pairs", "small", PRESETS["h100"])

@@ -53,7 +53,8 @@ _REQUIRED_COLUMNS = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric 
 _TIME_TO_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
                "second": 1e9, "s": 1e9}
 _SI_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}  # ncu scales decimally
-_COUNT_UNIT = re.compile(r"^([KMGT]?)(byte|sector)$")
+# counts: "sector", "byte", and launch statistics such as "block", "register/thread", "byte/block"
+_COUNT_UNIT = re.compile(r"^([KMGT]?)(byte|sector|block|register|warp|thread|request|cycle|inst)(/[a-z]+)?$")
 _PERMISSION_FIX = ("this user may not read GPU performance counters: run as root, or load the nvidia driver with "
                    "NVreg_RestrictProfilingToAdminUsers=0 (https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
 _HINTS = {"ERR_NVGPUCTRPERM": _PERMISSION_FIX}

@@ -1,4 +1,4 @@
-"""The per-die L2 model: a set-associative, true-LRU, write-allocate cache in numba.
+"""The cache model (each die's L2, each CU's L1): set-associative, true-LRU, sectored, in numba.
 
 The simulator replays tens of millions of line accesses per candidate remap, so one access must
 cost a few dozen instructions and touch little memory. State per set:
@@ -12,9 +12,13 @@ cost a few dozen instructions and touch little memory. State per set:
 - above 16 ways (no room for the order in one word) the tags themselves are kept in recency
   order and a hit moves its tag to the front. Same results, more data moved per access.
 
-Stores are accesses like loads (write-allocate; write-back traffic is not modelled). Misses on
-lines never accessed before (compulsory misses) are counted on the side: that is the number of
-distinct lines the domain fetched, what a remap can lower. The set-index function is pluggable
+- per way, a bit mask of the line's valid sectors. NVIDIA tags 128-byte lines but fills 32-byte
+  sectors: a lookup asks for some sectors of a line and hits on those already valid. A tag miss
+  evicts the LRU line and starts the new one with only the sectors asked for. Where a line is
+  one sector (AMD), the mask is a single bit.
+
+What a lookup means (read or write, fetch or not) is the caller's business: `lookup` only says
+which sectors were there. The set-index function is pluggable
 (`SET_INDEX`): MI300X's hash is unpublished, so the simulator can show how much a prediction
 depends on it.
 """
@@ -73,48 +77,64 @@ def set_of(line, scheme, num_sets, set_bits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _access_packed(tags, recency, s, line, ways):
-    """One access to set `s`, recency order packed in `recency[s]`; True on a hit."""
+def _lookup_packed(tags, recency, valid, s, line, mask, ways):
+    """One lookup of `line`'s sectors `mask` in set `s` (recency packed in `recency[s]`).
+
+    Returns the sectors of the line that were valid before (0 on a tag miss); afterwards the line
+    is most recently used and holds `mask` too (a tag miss evicts the LRU way and starts it empty)."""
     order = recency[s]
     way = -1
     for w in range(ways):
         if tags[s, w] == line:
             way = w
             break
-    hit = way >= 0
-    if hit:
+    if way >= 0:
+        prior = valid[s, way]
         pos = 0
         while ((order >> (4 * pos)) & _NIBBLE) != way:
             pos += 1
     else:
+        prior = 0
         pos = ways - 1
         way = (order >> (4 * pos)) & _NIBBLE
         tags[s, way] = line
+        valid[s, way] = 0
+    valid[s, way] |= mask
     # nibbles below `pos` move up by one, `way` goes to nibble 0, nibbles above `pos` stay
     below = order & ((np.int64(1) << (4 * pos)) - 1)
     above = order & ((np.int64(-1) << (4 * pos)) << 4)  # two shifts: 4 * (pos + 1) may be 64
     recency[s] = above | (below << 4) | way
-    return hit
+    return prior
 
 
 @numba.njit(cache=True, nogil=True)
-def _access_ordered(tags, s, line, ways):
-    """One access to set `s` whose tags are kept most-recent first; True on a hit."""
+def _lookup_ordered(tags, valid, s, line, mask, ways):
+    """`_lookup_packed` for a set whose tags (and sector masks) are kept most-recent first."""
     pos = ways - 1
-    hit = False
+    prior = 0
     for w in range(ways):
         if tags[s, w] == line:
             pos = w
-            hit = True
+            prior = valid[s, w]
             break
     for w in range(pos, 0, -1):
         tags[s, w] = tags[s, w - 1]
+        valid[s, w] = valid[s, w - 1]
     tags[s, 0] = line
-    return hit
+    valid[s, 0] = prior | mask
+    return prior
 
 
 @numba.njit(cache=True, nogil=True)
-def _first_touch(seen_bits, line_id):
+def lookup(tags, recency, valid, s, line, mask, ways):
+    """Look up (and fill) sectors `mask` of `line` in set `s`; returns the sectors that were valid."""
+    if ways <= PACKED_MAX_WAYS:
+        return _lookup_packed(tags, recency, valid, s, line, mask, ways)
+    return _lookup_ordered(tags, valid, s, line, mask, ways)
+
+
+@numba.njit(cache=True, nogil=True)
+def first_touch(seen_bits, line_id):
     """Mark `line_id` seen; True if it was not seen before."""
     word, bit = line_id >> 6, np.uint64(1) << np.uint64(line_id & 63)
     if seen_bits[word] & bit:
@@ -124,31 +144,26 @@ def _first_touch(seen_bits, line_id):
 
 
 @numba.njit(cache=True, nogil=True)
-def access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits, ways,
+def access_range(lines, start, stop, tags, recency, valid, scheme, num_sets, set_bits, ways,
                  line_ids, seen_bits, hit_flags):
-    """Replay `lines[start:stop]` in order; returns (hits, compulsory misses).
+    """Replay whole-line accesses `lines[start:stop]` in order; returns (hits, compulsory misses).
 
     A miss is compulsory when its line was never accessed before: `seen_bits` is a bitset over
     `line_ids` (dense line numbers), consulted only on misses since a hit is never a first
     access; pass it empty to skip the count. `hit_flags` is bool[len(lines)] to record each
-    outcome, or empty. `packed` is loop-invariant, so LLVM unswitches the loop on it (measured:
-    as fast as two hand-written loops).
+    outcome, or empty.
     """
     count_compulsory = seen_bits.shape[0] > 0
     record = hit_flags.shape[0] > 0
     hits = 0
     compulsory = 0
-    packed = ways <= PACKED_MAX_WAYS
     for k in range(start, stop):
         s = set_of(lines[k], scheme, num_sets, set_bits)
-        if packed:
-            hit = _access_packed(tags, recency, s, lines[k], ways)
-        else:
-            hit = _access_ordered(tags, s, lines[k], ways)
+        hit = lookup(tags, recency, valid, s, lines[k], np.uint8(1), ways) != 0
         if hit:
             hits += 1
         elif count_compulsory:
-            compulsory += _first_touch(seen_bits, line_ids[k])
+            compulsory += first_touch(seen_bits, line_ids[k])
         if record:
             hit_flags[k] = hit
     return hits, compulsory
@@ -186,13 +201,16 @@ class CacheGeometry:
         """(scheme, num_sets, set_bits, ways): what the numba kernels take."""
         return SET_INDEX[self.set_index], self.num_sets, self.set_bits, self.ways
 
-    def empty_state(self) -> tuple[np.ndarray, np.ndarray]:
-        """A cold cache: (tags int64[num_sets, ways] all -1, recency int64[num_sets])."""
-        tags = np.full((self.num_sets, self.ways), -1, dtype=np.int64)
+    def empty_state(self, copies: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`copies` cold caches stacked set after set (copy c owns sets c*num_sets ...): (tags
+        int64[copies*num_sets, ways] all -1, recency int64[copies*num_sets], valid sector masks
+        uint8[copies*num_sets, ways])."""
+        sets = copies * self.num_sets
+        tags = np.full((sets, self.ways), -1, dtype=np.int64)
         # nibble i holds way i: empty ways are evicted from the highest down, all before any filled way
         initial = sum(w << (4 * w) for w in range(min(self.ways, PACKED_MAX_WAYS)))
-        recency = np.full(self.num_sets, initial, dtype=np.uint64).view(np.int64)  # bit pattern
-        return tags, recency
+        recency = np.full(sets, initial, dtype=np.uint64).view(np.int64)  # bit pattern
+        return tags, recency, np.zeros((sets, self.ways), dtype=np.uint8)
 
 
 def set_indices(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
@@ -222,8 +240,8 @@ def simulate_stream(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
     lines = np.ascontiguousarray(lines, dtype=np.int64)
     if lines.size and lines.min() < 0:
         raise ValueError("line addresses must be non-negative")
-    tags, recency = geometry.empty_state()
     hit_flags = np.zeros(lines.shape[0], dtype=np.bool_)
     no_line_ids, no_seen_bits = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64)  # the engine's types
-    access_range(lines, 0, lines.shape[0], tags, recency, *geometry.kernel_args, no_line_ids, no_seen_bits, hit_flags)
+    access_range(lines, 0, lines.shape[0], *geometry.empty_state(), *geometry.kernel_args, no_line_ids, no_seen_bits,
+                 hit_flags)
     return hit_flags

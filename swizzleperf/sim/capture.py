@@ -43,11 +43,14 @@ from pydantic import BaseModel, ConfigDict
 from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
 from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.sim.events import line_shift
-from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, meta_path, write_atomically
+from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, group_sectors, meta_path, write_atomically
 
 Mode = Literal["fast", "reference"]
 
-CAPTURE_VERSION = 1  # bump when capture semantics change: it is part of every cache key
+CAPTURE_VERSION = 2  # bump when capture semantics change: it is part of every cache key
+# Every trace records which 32-byte sectors of each line an access touches (NVIDIA's L2 and L1 look
+# up and fill sectors); a model of a coarser cache merges them (see sim.engine).
+SECTOR_BYTES = 32
 VERIFY_PROGRAMS = 4
 _PROGRESS, _WARNING = "@@swizzleperf-progress", "@@swizzleperf-warning"
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -215,13 +218,15 @@ def record_trace(kernel: KernelFile, size: str, line_bytes: int = 128, mode: Mod
     inputs = kernel.fn("make_inputs")(values, seed=0, device="cpu")
     outputs = kernel.fn("make_outputs")(values, device="cpu")
     setup = time.perf_counter() - start
-    session = LaunchCapture(mode, line_bytes, progress, warn or (lambda m: warnings.warn(m, RuntimeWarning)),
+    sector_bytes = min(SECTOR_BYTES, line_bytes)
+    session = LaunchCapture(mode, sector_bytes, progress, warn or (lambda m: warnings.warn(m, RuntimeWarning)),
                             programs, verify=VERIFY_PROGRAMS)
     with session.intercept():
         kernel.fn("launch")(inputs, outputs, values, num_xcds=8)
-    trace = session.result()
+    trace = group_sectors(session.result(), line_bytes)
     meta = TraceMeta(kernel=kernel.name, kernel_sha256=kernel.sha256, size_name=size, size=values,
-                     grid=kernel.grid(size), launch_grid=session.grid, line_bytes=line_bytes, mode=session.mode_used,
+                     grid=kernel.grid(size), launch_grid=session.grid, line_bytes=line_bytes, sector_bytes=sector_bytes,
+                     mode=session.mode_used,
                      requested_mode=mode, fallback_reason=session.fallback_reason,
                      num_programs=trace.num_programs, num_events=trace.num_events,
                      num_accesses=trace.num_accesses, batches=session.batches,

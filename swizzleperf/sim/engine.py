@@ -1,17 +1,23 @@
-"""Replay a captured trace under one remap: the dispatch model feeds each domain's L2 model.
+"""Replay a captured trace under one remap: the dispatch model feeds each CU's L1 and each domain's L2.
 
 A swizzle only changes which launch slot runs which captured program, never the trace, so the
 work splits in two: `prepare` (once per trace: validation, a dense id per distinct line, the
-remap-independent unique-line count) and `simulate` (once per candidate remap: one numba pass
-per domain that interleaves that domain's programs as `dispatch` describes and feeds `cache`).
-The assumptions are stated in `dispatch` and `cache`, and repeated in every report's notes.
+remap-independent bounds) and `simulate` (once per candidate remap: one numba pass per domain
+that interleaves that domain's programs as `dispatch` describes and feeds `cache`).
+
+The hierarchy follows what the vendors document and the counters show (NVIDIA H100, ncu):
+loads go through the CU's L1, and only the sectors it lacks reach the L2; stores write through
+to the L2, which allocates written sectors without fetching them, so every write lookup hits.
+A swizzle changes read reuse, so the primary number is the L2 *read* hit rate of requests from
+the CUs; the overall rate (reads and writes) is reported beside it. The assumptions are
+repeated in every report's notes.
 """
 
 from __future__ import annotations
 
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numba
@@ -20,7 +26,7 @@ import numpy as np
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.hardware import MiB, HardwareSpec
 from swizzleperf.report import BottleneckReport, DomainStats
-from swizzleperf.sim.cache import CacheGeometry, access_range
+from swizzleperf.sim.cache import HASH, CacheGeometry, first_touch, lookup, set_of
 from swizzleperf.sim.dispatch import as_permutation, domain_queues, simulated_domains
 
 if TYPE_CHECKING:
@@ -33,11 +39,15 @@ class PreparedTrace:
     """A validated trace plus what every remap's simulation reuses."""
 
     lines: np.ndarray  # int64[n_accesses]
+    is_store: np.ndarray  # bool[n_accesses]
+    sectors: np.ndarray  # uint8[n_accesses]: sector mask of each access, `sectors_per_line` bits
     event_offsets: np.ndarray  # int64[n_events + 1]
     program_offsets: np.ndarray  # int64[n_programs + 1]
     line_ids: np.ndarray  # int32[n_accesses]: dense id of each access's line, 0..unique_lines-1
-    unique_lines: int  # distinct lines in the whole trace: the compulsory misses of any remap
+    unique_lines: int  # distinct lines in the whole trace
     line_bytes: int
+    sectors_per_line: int
+    _resampled: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def num_programs(self) -> int:
@@ -46,6 +56,61 @@ class PreparedTrace:
     @property
     def accesses(self) -> int:
         return self.lines.shape[0]
+
+    def masks_for(self, sectors_per_line: int) -> np.ndarray:
+        """The sector masks at another granularity (a coarser sector is touched if any part of it is)."""
+        if sectors_per_line not in self._resampled:
+            self._resampled[sectors_per_line] = resample_masks(self.sectors, self.sectors_per_line, sectors_per_line)
+        return self._resampled[sectors_per_line]
+
+    def bounds(self, sectors_per_line: int) -> TraceBounds:
+        """Counts that bound every remap's result, at a sector granularity (remembered per granularity)."""
+        key = ("bounds", sectors_per_line)
+        if key not in self._resampled:
+            self._resampled[key] = _trace_bounds(self, sectors_per_line)
+        return self._resampled[key]
+
+
+@dataclass(frozen=True)
+class TraceBounds:
+    """Remap-independent counts, in sectors (lines where a line is one sector).
+
+    Every read sector that the kernel never writes must be fetched at least once, whatever the order,
+    and no remap makes more lookups than the trace has sector reads (an L1 only removes some)."""
+
+    read_sectors: int  # sector reads of all loads, before any L1
+    write_sectors: int
+    read_only_unique: int  # distinct sectors read and never written: the compulsory fetches
+
+
+def resample_masks(masks: np.ndarray, have: int, want: int) -> np.ndarray:
+    """Sector masks of `have` sectors per line as masks of `want` sectors per line (powers of two)."""
+    if have == want:
+        return masks
+    table = np.zeros(256, dtype=np.uint8)
+    for mask in range(1 << have):
+        out = 0
+        for bit in range(have):
+            if mask >> bit & 1:  # the byte range of sector `bit` of `have`, in sectors of `want`
+                lo, hi = bit * want // have, max(bit * want // have + 1, (bit + 1) * want // have)
+                out |= ((1 << (hi - lo)) - 1) << lo
+        table[mask] = out
+    return table[masks]
+
+
+def _trace_bounds(prepared: PreparedTrace, sectors_per_line: int) -> TraceBounds:
+    masks = prepared.masks_for(sectors_per_line)
+    counts = _POPCOUNT[masks]
+    loads = ~prepared.is_store
+    written = np.zeros(prepared.unique_lines, dtype=np.uint8)
+    np.bitwise_or.at(written, prepared.line_ids[prepared.is_store], masks[prepared.is_store])
+    read = np.zeros(prepared.unique_lines, dtype=np.uint8)
+    np.bitwise_or.at(read, prepared.line_ids[loads], masks[loads])
+    return TraceBounds(read_sectors=int(counts[loads].sum()), write_sectors=int(counts[prepared.is_store].sum()),
+                       read_only_unique=int(_POPCOUNT[read & ~written].sum()))
+
+
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
 
 
 def _offsets(name: str, values, first: int, last: int) -> np.ndarray:
@@ -94,6 +159,18 @@ def prepare(trace: "Trace | PreparedTrace") -> PreparedTrace:
     return prepared
 
 
+def _sector_masks(trace, n_accesses: int) -> tuple[np.ndarray, int]:
+    """(masks, sectors per line) of any object with the Trace fields; no masks: whole lines."""
+    masks, sector_bytes = getattr(trace, "sectors", None), getattr(trace, "sector_bytes", None)
+    if masks is None:
+        return np.ones(n_accesses, dtype=np.uint8), 1
+    per_line = int(trace.line_bytes) // int(sector_bytes)
+    masks = np.ascontiguousarray(masks, dtype=np.uint8)
+    if masks.shape != (n_accesses,) or (n_accesses and (masks.min() == 0 or int(masks.max()) >> per_line)):
+        raise TraceCaptureError(f"malformed trace: sector masks must be one non-empty {per_line}-bit mask per access")
+    return masks, per_line
+
+
 def _prepare(trace: "Trace") -> PreparedTrace:
     lines = np.ascontiguousarray(trace.lines, dtype=np.int64)
     if lines.ndim != 1:
@@ -105,14 +182,30 @@ def _prepare(trace: "Trace") -> PreparedTrace:
     if lines.shape[0] >= 2**31:
         raise TraceCaptureError(f"trace of {lines.shape[0]} accesses exceeds the simulator's 2**31 limit; "
                                 f"capture a smaller problem size")
+    masks, per_line = _sector_masks(trace, lines.shape[0])
     # a stable sort is fast on traces, which are mostly runs of ascending lines
     line_ids = np.empty(lines.shape[0], dtype=np.int32)
     unique = _dense_line_ids(lines, np.argsort(lines, kind="stable"), line_ids)
-    return PreparedTrace(lines=lines, event_offsets=event_offsets, program_offsets=program_offsets,
-                         line_ids=line_ids, unique_lines=int(unique), line_bytes=int(trace.line_bytes))
+    return PreparedTrace(lines=lines, is_store=np.ascontiguousarray(trace.is_store, dtype=np.bool_), sectors=masks,
+                         event_offsets=event_offsets, program_offsets=program_offsets, line_ids=line_ids,
+                         unique_lines=int(unique), line_bytes=int(trace.line_bytes), sectors_per_line=per_line)
 
 
 # --- once per remap: the numba pass over one domain --------------------------------------------
+# what `_replay_domain` counts, in sectors (lines where a line is one sector)
+READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES = range(6)
+N_COUNTS = 6
+
+
+@numba.njit(cache=True, nogil=True)
+def _popcount(mask):
+    count = 0
+    while mask:
+        count += mask & 1
+        mask >>= 1
+    return count
+
+
 @numba.njit(cache=True, nogil=True)
 def _start_next(queue, queued, program_offsets, next_event, end_event, i):
     """Put the next program of `queue` (from index `queued`) that has events into rotation position i,
@@ -129,38 +222,72 @@ def _start_next(queue, queued, program_offsets, next_event, end_event, i):
 
 
 @numba.njit(cache=True, nogil=True)
-def _replay_domain(lines, line_ids, event_offsets, program_offsets, queue, resident,
-                   tags, recency, scheme, num_sets, set_bits, ways, seen_bits):
-    """Interleave `queue`'s programs (captured ids, launch order) through one cold L2.
+def _issue_event(start, stop, cu, lines, masks, is_store, line_ids, l2, l2_geometry, l1, l1_geometry,
+                 sectors_per_line, seen_bits, counts):
+    """One load or store instruction of a program on CU `cu`: each of its lines through L1 and L2.
+
+    Loads look up the CU's L1 first (when modelled) and send the sectors it lacks to the L2; L2
+    read misses are fetched from the next level. Stores go straight to the L2, which allocates the
+    written sectors without fetching them (a write lookup always hits), and leave the L1 alone."""
+    l2_tags, l2_recency, l2_valid = l2
+    scheme, num_sets, set_bits, ways = l2_geometry
+    l1_tags, l1_recency, l1_valid = l1
+    l1_sets, l1_set_bits, l1_ways = l1_geometry
+    for k in range(start, stop):
+        line = lines[k]
+        mask = masks[k]
+        if is_store[k]:
+            lookup(l2_tags, l2_recency, l2_valid, set_of(line, scheme, num_sets, set_bits), line, mask, ways)
+            counts[WRITE_LOOKUPS] += _popcount(mask)
+            continue
+        if l1_sets > 0:
+            s1 = cu * l1_sets + set_of(line, HASH, l1_sets, l1_set_bits)
+            in_l1 = lookup(l1_tags, l1_recency, l1_valid, s1, line, mask, l1_ways) & mask
+            counts[L1_LOOKUPS] += _popcount(mask)
+            counts[L1_HITS] += _popcount(in_l1)
+            mask &= ~in_l1
+            if mask == 0:
+                continue
+        in_l2 = lookup(l2_tags, l2_recency, l2_valid, set_of(line, scheme, num_sets, set_bits), line, mask,
+                       ways) & mask
+        counts[READ_LOOKUPS] += _popcount(mask)
+        counts[READ_HITS] += _popcount(in_l2)
+        missed = mask & ~in_l2
+        sector = 0
+        while missed:
+            if missed & 1:
+                counts[FIRST_FETCHES] += first_touch(seen_bits, line_ids[k] * sectors_per_line + sector)
+            missed >>= 1
+            sector += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _replay_domain(lines, masks, is_store, line_ids, event_offsets, program_offsets, queue, resident, cus,
+                   l2, l2_geometry, l1, l1_geometry, sectors_per_line, seen_bits, counts):
+    """Interleave `queue`'s programs (captured ids, launch order) through one cold L2 and its CUs' L1s.
 
     Rotation position i holds a program's next event `next_event[i]` and its end `end_event[i]`
-    (equal: idle). `seen_bits` is a zeroed bitset over line ids. Returns (accesses, hits,
-    unique lines).
+    (equal: idle) and runs on CU `cu_of[i]` (position i starts on CU i % cus; a program that
+    replaces a finished one takes its CU). `seen_bits` is a zeroed bitset over sector ids
+    (line id * sectors_per_line + sector); `counts` (int64[N_COUNTS], zeroed) receives the totals.
     """
-    no_flags = np.zeros(0, dtype=np.bool_)
     positions = min(resident, queue.shape[0])
     next_event = np.zeros(positions, dtype=np.int64)
     end_event = np.zeros(positions, dtype=np.int64)
+    cu_of = np.arange(positions) % cus
     queued = 0
     active = 0
     for i in range(positions):
         queued = _start_next(queue, queued, program_offsets, next_event, end_event, i)
         active += next_event[i] != end_event[i]
 
-    accesses = 0
-    hits = 0
-    unique = 0
     while active > 0:
         for i in range(positions):  # one turn
             event = next_event[i]
             if event == end_event[i]:
                 continue
-            start, stop = event_offsets[event], event_offsets[event + 1]
-            event_hits, first_touches = access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits,
-                                                     ways, line_ids, seen_bits, no_flags)
-            hits += event_hits
-            unique += first_touches
-            accesses += stop - start
+            _issue_event(event_offsets[event], event_offsets[event + 1], cu_of[i], lines, masks, is_store, line_ids,
+                         l2, l2_geometry, l1, l1_geometry, sectors_per_line, seen_bits, counts)
             next_event[i] = event + 1
             if event + 1 == end_event[i]:  # finished: the next queued program takes this position
                 queued = _start_next(queue, queued, program_offsets, next_event, end_event, i)
@@ -172,65 +299,97 @@ def _replay_domain(lines, line_ids, event_offsets, program_offsets, queue, resid
                 if next_event[i] != end_event[i]:
                     next_event[kept] = next_event[i]
                     end_event[kept] = end_event[i]
+                    cu_of[kept] = cu_of[i]
                     kept += 1
             positions = kept
-    return accesses, hits, unique
 
 
 # --- the result --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SimResult:
-    """Per-domain counts of one trace replayed under one remap (arrays indexed by domain)."""
+    """Per-domain counts of one trace replayed under one remap, in sectors (lines where a line is one
+    sector); `counts[d]` is indexed by READ_LOOKUPS, READ_HITS, ... above."""
 
-    accesses: np.ndarray  # int64[num_domains]: line accesses (loads and stores)
-    hits: np.ndarray  # int64[num_domains]
-    unique_lines: np.ndarray  # int64[num_domains]: distinct lines the domain touched
+    counts: np.ndarray  # int64[num_domains, N_COUNTS]
     programs: np.ndarray  # int64[num_domains]: programs dispatched to the domain
-    total_unique_lines: int  # distinct lines of the whole trace (independent of the remap)
-    line_bytes: int
+    bounds: TraceBounds  # remap-independent counts of the whole trace
+    sector_bytes: int
 
     @property
     def num_domains(self) -> int:
-        return self.accesses.shape[0]
+        return self.counts.shape[0]
+
+    def total(self, what: int) -> int:
+        return int(self.counts[:, what].sum())
+
+    # per-domain views (what a die's L2 saw of reads) and their totals
+    @property
+    def accesses(self) -> np.ndarray:
+        return self.counts[:, READ_LOOKUPS]
 
     @property
-    def total_accesses(self) -> int:
-        return int(self.accesses.sum())
+    def hits(self) -> np.ndarray:
+        return self.counts[:, READ_HITS]
 
     @property
-    def total_hits(self) -> int:
-        return int(self.hits.sum())
+    def unique_lines(self) -> np.ndarray:
+        """Sectors (lines) each domain fetched for the first time: its share of the compulsory misses."""
+        return self.counts[:, FIRST_FETCHES]
 
     @property
-    def misses(self) -> int:
-        return self.total_accesses - self.total_hits
+    def read_lookups(self) -> int:
+        return self.total(READ_LOOKUPS)
 
     @property
-    def hit_pct(self) -> float:
-        return 100.0 * self.total_hits / self.total_accesses if self.total_accesses else 0.0
+    def read_hits(self) -> int:
+        return self.total(READ_HITS)
+
+    @property
+    def read_hit_pct(self) -> float:
+        return _pct(self.read_hits, self.read_lookups)
+
+    hit_pct = read_hit_pct
+
+    @property
+    def overall_hit_pct(self) -> float:
+        """Reads and writes together (what an unfiltered L2 hit-rate counter shows): writes always hit."""
+        writes = self.total(WRITE_LOOKUPS)
+        return _pct(self.read_hits + writes, self.read_lookups + writes)
 
     @property
     def ceiling_pct(self) -> float:
-        """Best any remap can reach: every line fetched once in the whole GPU (infinite caches)."""
-        if not self.total_accesses:
-            return 0.0
-        return 100.0 * (1.0 - self.total_unique_lines / self.total_accesses)
+        """The read hit rate no remap can beat: every read-only sector fetched once, and every read
+        reaching the L2 (an L1 only lowers the lookups, never the compulsory fetches)."""
+        b = self.bounds
+        return _pct(b.read_sectors - b.read_only_unique, b.read_sectors)
+
+    @property
+    def bytes_fetched(self) -> int:
+        return (self.read_lookups - self.read_hits) * self.sector_bytes
 
     def to_report(self, kernel_name: str, size_name: str, hw: HardwareSpec) -> BottleneckReport:
         if simulated_domains(hw) != self.num_domains:
             raise ValueError(f"this result has {self.num_domains} domains but {hw.name} has "
                              f"{simulated_domains(hw)}: pass the spec it was simulated with")
         per_domain = [
-            DomainStats(domain=d, programs=int(self.programs[d]), accesses=int(self.accesses[d]),
-                        hits=int(self.hits[d]), unique_lines=int(self.unique_lines[d]))
-            for d in range(self.num_domains)
+            DomainStats(domain=d, programs=int(self.programs[d]), accesses=int(c[READ_LOOKUPS]),
+                        hits=int(c[READ_HITS]), unique_lines=int(c[FIRST_FETCHES]))
+            for d, c in enumerate(self.counts)
         ]
+        l1 = self.total(L1_LOOKUPS)
         return BottleneckReport(
-            source="sim", hardware=hw.name, kernel=kernel_name, size=size_name,
-            hit_pct=self.hit_pct, ceiling_pct=self.ceiling_pct, accesses=self.total_accesses,
-            hits=self.total_hits, unique_lines=self.total_unique_lines,
-            bytes_from_next_level=self.misses * self.line_bytes, per_domain=per_domain,
-            notes=model_notes(hw))
+            source="sim", hardware=hw.name, kernel=kernel_name, size=size_name, metric="read",
+            hit_pct=self.read_hit_pct, ceiling_pct=self.ceiling_pct, accesses=self.read_lookups,
+            hits=self.read_hits, unique_lines=self.bounds.read_only_unique, granule_bytes=self.sector_bytes,
+            overall_hit_pct=self.overall_hit_pct, write_accesses=self.total(WRITE_LOOKUPS),
+            write_hit_pct=100.0 if self.total(WRITE_LOOKUPS) else None,
+            l1_hit_pct=_pct(self.total(L1_HITS), l1) if l1 else None, l1_accesses=l1 if hw.l1_bytes_per_cu else None,
+            bytes_from_next_level=self.bytes_fetched, programs_per_cu=hw.programs_per_cu,
+            per_domain=per_domain, notes=model_notes(hw))
+
+
+def _pct(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
 
 
 def model_notes(hw: HardwareSpec) -> list[str]:
@@ -241,22 +400,28 @@ def model_notes(hw: HardwareSpec) -> list[str]:
                     f"(launch slot w -> domain (w // {chunk}) % {hw.num_domains})")
     else:
         dispatch = "dispatch: in launch order onto one shared L2"
+    granule = (f"{hw.line_bytes} B lines of {hw.sectors_per_line} {hw.sector_bytes} B sectors (lookups and fills "
+               f"per sector)" if hw.sectors_per_line > 1 else f"{hw.line_bytes} B lines")
+    l1 = (f"L1 per CU: {hw.l1_bytes_per_cu // 1024} KB, {hw.l1_ways}-way, hash-indexed, LRU, for loads only "
+          f"(stores write through)" if hw.l1_bytes_per_cu else "no L1 modelled: every load reaches the L2")
     return [
-        "prediction, not a measurement: the captured memory trace replayed through a model of the L2",
+        "prediction, not a measurement: the captured memory trace replayed through a model of the caches",
         dispatch,
         f"{hw.resident_programs_per_domain} programs resident per domain ({hw.cus_per_domain} CUs x "
         f"{hw.programs_per_cu} per CU), issuing one load/store each per turn in rotation; "
-        f"a finished program is replaced by the next queued one",
-        f"L2 per domain: {hw.l2_bytes_per_domain / MiB:g} MB, {hw.l2_ways}-way, {hw.num_sets} sets, "
-        f"{hw.line_bytes} B lines, set index {hw.set_index}, true LRU, cold at kernel start",
-        "write-allocate: stores are accesses like loads; write-backs are not counted",
-        "ceiling = 1 - unique lines / accesses: every line fetched once in the whole GPU",
+        f"a finished program is replaced by the next queued one on the same CU",
+        l1,
+        f"L2 per domain: {hw.l2_bytes_per_domain / MiB:g} MB, {hw.l2_ways}-way, {hw.num_sets} sets, {granule}, "
+        f"set index {hw.set_index}, true LRU, cold at kernel start",
+        "hit rate = L2 read hits / read lookups from the CUs; writes allocate without a fetch (always a hit) "
+        "and count only in the overall rate",
+        "ceiling = 1 - read-only sectors / read sectors: each fetched once, no L1 filtering",
     ]
 
 
 # --- the entry point ---------------------------------------------------------------------------
 def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec, threads: int = 1) -> SimResult:
-    """Predict per-domain L2 behaviour when launch slot w runs captured program `program_for_slot[w]`.
+    """Predict per-domain cache behaviour when launch slot w runs captured program `program_for_slot[w]`.
 
     Pass a `PreparedTrace` (from `prepare`) when simulating many remaps of one trace. Domains are
     independent, so `threads > 1` replays several at once (the numba pass releases the GIL); the
@@ -267,22 +432,28 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
         raise TraceCaptureError(f"trace was captured with {prepared.line_bytes} B lines but {hw.name} has "
                                 f"{hw.line_bytes} B lines; re-capture with line_bytes={hw.line_bytes}")
     perm = as_permutation(program_for_slot, prepared.num_programs)
-    geometry = CacheGeometry.of(hw)
     queues = [perm[slots] for slots in domain_queues(perm.shape[0], hw)]
-    bitset_words = (prepared.unique_lines + 63) // 64
+    spl = hw.sectors_per_line
+    masks = prepared.masks_for(spl)
+    l2 = CacheGeometry.of(hw)
+    l1 = CacheGeometry(num_sets=max(1, hw.l1_sets), ways=hw.l1_ways, set_index="hash")
+    l1_args = (hw.l1_sets, l1.set_bits, hw.l1_ways)
+    bitset_words = (prepared.unique_lines * spl + 63) // 64
 
-    def replay(queue: np.ndarray) -> tuple[int, int, int]:
-        tags, recency = geometry.empty_state()
-        return _replay_domain(prepared.lines, prepared.line_ids, prepared.event_offsets,
-                              prepared.program_offsets, queue, hw.resident_programs_per_domain,
-                              tags, recency, *geometry.kernel_args, np.zeros(bitset_words, dtype=np.uint64))
+    def replay(queue: np.ndarray) -> np.ndarray:
+        counts = np.zeros(N_COUNTS, dtype=np.int64)
+        l1_state = l1.empty_state(copies=hw.cus_per_domain if hw.l1_sets else 0)
+        _replay_domain(prepared.lines, masks, prepared.is_store, prepared.line_ids, prepared.event_offsets,
+                       prepared.program_offsets, queue, hw.resident_programs_per_domain, hw.cus_per_domain,
+                       l2.empty_state(), l2.kernel_args, l1_state, l1_args, spl,
+                       np.zeros(bitset_words, dtype=np.uint64), counts)
+        return counts
 
     if threads > 1:
         with ThreadPoolExecutor(max_workers=threads) as pool:
             counts = list(pool.map(replay, queues))
     else:
         counts = [replay(queue) for queue in queues]
-    accesses, hits, unique = np.array(counts, dtype=np.int64).reshape(len(queues), 3).T
-    return SimResult(accesses=accesses, hits=hits, unique_lines=unique,
-                     programs=np.array([len(q) for q in queues], dtype=np.int64),
-                     total_unique_lines=prepared.unique_lines, line_bytes=prepared.line_bytes)
+    return SimResult(counts=np.array(counts, dtype=np.int64).reshape(len(queues), N_COUNTS),
+                     programs=np.array([len(q) for q in queues], dtype=np.int64), bounds=prepared.bounds(spl),
+                     sector_bytes=hw.line_bytes // spl)

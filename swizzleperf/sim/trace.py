@@ -7,7 +7,9 @@ which program, so one trace serves every candidate.
 Addresses live in a stable virtual layout (see `layout.py`): every tensor argument of the launch
 gets its own aligned base, so a trace is identical across runs and processes. An *event* is one
 load or store instruction of one program; it holds the distinct lines its active lanes touch,
-sorted. Events with no active lane are not recorded; an atomic read-modify-write is one store.
+sorted, and for each line a bit mask of the sectors touched (bit i: bytes [i*S, (i+1)*S) of the
+line for sectors of S bytes). Events with no active lane are not recorded; an atomic
+read-modify-write is one store.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from swizzleperf.errors import TraceCaptureError
 
-TRACE_FORMAT_VERSION = 1
+TRACE_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,14 @@ class Trace:
     event_offsets: np.ndarray    # int64 [n_events + 1]: event e = lines[event_offsets[e]:event_offsets[e+1]]
     program_offsets: np.ndarray  # int64 [n_programs + 1]: program p owns events program_offsets[p]..[p+1]-1
     line_bytes: int
+    sectors: np.ndarray | None = None  # uint8 [n_accesses]: sectors of the line touched; None: the whole line
+    sector_bytes: int | None = None    # None: one sector per line
 
     def __post_init__(self):
         n_acc, n_ev = len(self.lines), len(self.event_offsets) - 1
+        if (self.sectors is None) != (self.sector_bytes is None) or (
+                self.sectors is not None and len(self.sectors) != n_acc):
+            raise TraceCaptureError("inconsistent trace arrays: sector masks need a sector size and one mask per line")
         if (len(self.is_store) != n_acc or n_ev < 0 or len(self.program_offsets) < 1
                 or self.event_offsets[0] != 0 or self.event_offsets[-1] != n_acc
                 or self.program_offsets[0] != 0 or self.program_offsets[-1] != n_ev):
@@ -85,25 +92,42 @@ class Trace:
     def accesses_per_program(self) -> np.ndarray:
         return np.diff(self.event_offsets[self.program_offsets])
 
+    @property
+    def sectors_per_line(self) -> int:
+        return self.line_bytes // (self.sector_bytes or self.line_bytes)
+
+    def sector_masks(self) -> np.ndarray:
+        """uint8 [n_accesses]: the sector mask of every access (all sectors where none were recorded)."""
+        if self.sectors is not None:
+            return self.sectors
+        return np.full(self.num_accesses, (1 << self.sectors_per_line) - 1, dtype=np.uint8)
+
     def equals(self, other: Trace) -> bool:
-        return (self.line_bytes == other.line_bytes
+        return (self.line_bytes == other.line_bytes and self.sector_bytes == other.sector_bytes
                 and all(np.array_equal(getattr(self, f), getattr(other, f))
-                        for f in ("lines", "is_store", "event_offsets", "program_offsets")))
+                        for f in ("lines", "is_store", "event_offsets", "program_offsets"))
+                and (self.sectors is None) == (other.sectors is None)
+                and (self.sectors is None or np.array_equal(self.sectors, other.sectors)))
 
     def save(self, path: Path, meta: TraceMeta) -> None:
         """Write `path` (.npz) and its metadata beside it (.json); `write_atomically` for shared places."""
         path = Path(path)
+        sectored = {} if self.sectors is None else {"sectors": self.sectors,
+                                                    "sector_bytes": np.int64(self.sector_bytes)}
         with open(path, "wb") as f:
             np.savez(f, lines=self.lines, is_store=self.is_store, event_offsets=self.event_offsets,
-                     program_offsets=self.program_offsets, line_bytes=np.int64(self.line_bytes))
+                     program_offsets=self.program_offsets, line_bytes=np.int64(self.line_bytes), **sectored)
         meta_path(path).write_text(meta.model_dump_json(indent=1))
 
     @classmethod
     def load(cls, path: Path) -> Trace:
         try:
             with np.load(Path(path), allow_pickle=False) as z:
+                sectored = "sectors" in z.files
                 return cls(lines=z["lines"], is_store=z["is_store"], event_offsets=z["event_offsets"],
-                           program_offsets=z["program_offsets"], line_bytes=int(z["line_bytes"]))
+                           program_offsets=z["program_offsets"], line_bytes=int(z["line_bytes"]),
+                           sectors=z["sectors"] if sectored else None,
+                           sector_bytes=int(z["sector_bytes"]) if sectored else None)
         except (OSError, KeyError, ValueError) as exc:
             raise TraceCaptureError(f"cannot read trace {path}: {exc}; delete it to capture again") from exc
 
@@ -121,6 +145,7 @@ class TraceMeta(BaseModel):
     grid: tuple[int, ...]                 # the hook's grid extents (kernel.grid(size))
     launch_grid: tuple[int, int, int]     # the Triton launch grid (x, y, z)
     line_bytes: int
+    sector_bytes: int | None = None       # granularity of the sector masks (None: whole lines)
     mode: str                             # "fast" or "reference": how the trace was actually recorded
     requested_mode: str
     fallback_reason: str | None = None    # why fast mode handed over to reference mode
@@ -137,6 +162,29 @@ class TraceMeta(BaseModel):
     @classmethod
     def read(cls, trace_path: Path) -> TraceMeta:
         return cls.model_validate_json(meta_path(Path(trace_path)).read_text())
+
+
+def group_sectors(fine: Trace, line_bytes: int) -> Trace:
+    """A trace recorded at sector granularity (its "lines" are sectors) as lines of `line_bytes` with
+    sector masks: consecutive sectors of one line in one event merge into one access."""
+    per_line = line_bytes // fine.line_bytes
+    if per_line < 1 or per_line > 8 or line_bytes % fine.line_bytes or fine.sectors is not None:
+        raise TraceCaptureError(f"cannot group {fine.line_bytes} B sectors into {line_bytes} B lines "
+                                f"(1 to 8 sectors per line)")
+    shift = per_line.bit_length() - 1
+    lines = fine.lines >> shift
+    bits = (np.uint8(1) << (fine.lines & (per_line - 1)).astype(np.uint8)).astype(np.uint8)
+    # an event's sectors are distinct and sorted, so one line's sectors are adjacent within an event
+    starts = np.ones(lines.shape[0], dtype=bool)
+    starts[1:] = lines[1:] != lines[:-1]
+    starts[fine.event_offsets[:-1][np.diff(fine.event_offsets) > 0]] = True
+    first = np.flatnonzero(starts)
+    masks = np.bitwise_or.reduceat(bits, first) if first.size else np.empty(0, np.uint8)
+    merged_before = np.concatenate([[0], np.cumsum(starts)])  # merged accesses before each fine access
+    event_offsets = merged_before[fine.event_offsets]
+    return Trace(lines=lines[first], is_store=fine.is_store[first], event_offsets=event_offsets.astype(np.int64),
+                 program_offsets=fine.program_offsets, line_bytes=line_bytes, sectors=masks.astype(np.uint8),
+                 sector_bytes=fine.line_bytes)
 
 
 def meta_path(trace_path: Path) -> Path:
