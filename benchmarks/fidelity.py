@@ -54,6 +54,46 @@ def cmd_measure(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    import numpy as np
+
+    from swizzleperf.fidelity.compare import compare_kernel
+    from swizzleperf.fidelity.records import Measurement
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.kernel import load_kernel
+
+    measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
+    hw = PRESETS[args.hardware]
+    print(f"measured: {measurement.device}, {measurement.tool}, --cache-control {measurement.cache_control}; "
+          f"simulated: preset {hw.name} with each kernel's measured occupancy and L1 carve-out")
+    print("read hit = L2 read lookups from the SMs that hit (ncu srcunit_tex op_read; sim: the same definition)")
+    pooled, rows = [], []
+    for record in measurement.kernels:
+        if record.error or (args.kernels and record.kernel not in args.kernels):
+            continue
+        kernel = load_kernel(ROOT / "kernels" / f"{record.kernel}.py")
+        result = compare_kernel(kernel, record, hw)
+        print(f"\n{record.kernel} ({record.size}): {result.hardware.programs_per_cu} programs/SM, "
+              f"L1 {result.hardware.l1_bytes_per_cu // 1024} KB")
+        print(f"  {'remap':42s} {'ncu read':>9s} {'sim read':>9s} {'ceiling':>8s} {'ncu DRAM MB':>12s} {'sim DRAM MB':>12s}")
+        for r in result.remaps:
+            print(f"  {r.label[:42]:42s} {r.measured_read_pct:9.2f} {r.predicted_read_pct:9.2f} {r.ceiling_pct:8.2f} "
+                  f"{r.measured_dram_bytes / 1e6:12.2f} {r.predicted_dram_bytes / 1e6:12.2f}")
+        rho = result.rank_correlation
+        print(f"  MAE {result.read_mae:.2f} points; rank corr {'n/a' if rho is None else f'{rho:.2f}'} "
+              f"(measured spread {result.measured_spread:.2f}); DRAM mean |rel err| "
+              f"{100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max {result.worst_over_ceiling:+.2f}")
+        pooled += result.remaps
+        rows.append(result)
+    if pooled:
+        mae = np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in pooled])
+        dram = np.mean([abs(r.predicted_dram_bytes - r.measured_dram_bytes) / max(r.measured_dram_bytes, 1)
+                        for r in pooled])
+        print(f"\npooled over {len(pooled)} (kernel, remap) pairs: read hit MAE {mae:.2f} points, DRAM mean |rel err| "
+              f"{100 * dram:.1f}%, max measured - ceiling {max(r.worst_over_ceiling for r in rows):+.2f} points")
+    return 0
+
+
 def cmd_from_raw(args) -> int:
     """Rebuild OUT.json from the raw ncu CSVs a measurement saved (no GPU needed)."""
     from swizzleperf.fidelity.measure import kernel_record
@@ -75,6 +115,10 @@ def main() -> int:
     m = sub.add_parser("measure", help="profile the remaps with ncu (needs an NVIDIA GPU)")
     m.add_argument("out")
     m.add_argument("--kernels", nargs="+", default=list(SUITE))
+    c = sub.add_parser("compare", help="simulate the measured remaps and compare (no GPU needed)")
+    c.add_argument("measurement")
+    c.add_argument("--hardware", default="h100")
+    c.add_argument("--kernels", nargs="*", default=[])
     r = sub.add_parser("from-raw", help="rebuild the measurement JSON from saved raw ncu CSVs")
     r.add_argument("raw_dir")
     r.add_argument("out")
@@ -83,7 +127,7 @@ def main() -> int:
     r.add_argument("--device", required=True)
     r.add_argument("--tool", required=True)
     args = parser.parse_args()
-    return {"measure": cmd_measure, "from-raw": cmd_from_raw}[args.command](args)
+    return {"measure": cmd_measure, "compare": cmd_compare, "from-raw": cmd_from_raw}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,9 @@ def provenance(run: RunDir, attempt: Attempt) -> str:
     lines = [
         f"{attempt.family}: found by swizzleperf run {rec.run_id} (iteration {attempt.iteration}, {attempt.origin}).",
         f"Kernel {rec.kernel.name} (sha256 {rec.kernel.sha256[:12]}), size {rec.size}, hardware {rec.hardware.name}.",
-        f"L2 hit rate {report.hit_pct:.2f}% {report.label}; baseline {rec.baseline_hit_pct:.2f}%, "
+        f"{report.metric_name} rate {report.hit_pct:.2f}% {report.label}; baseline {rec.baseline_hit_pct:.2f}%, "
         f"{ceiling_text(rec.ceiling_pct)}." if rec.baseline_hit_pct is not None
-        else f"L2 hit rate {report.hit_pct:.2f}% {report.label}.",
+        else f"{report.metric_name} rate {report.hit_pct:.2f}% {report.label}.",
     ]
     bij = next((s for s in attempt.stages if s.stage == "bijectivity"), None)
     if bij is not None and bij.data and bij.data.get("grids"):
@@ -100,7 +100,7 @@ def write_report(run: RunDir, history: History, pictures: list[str]) -> None:
            f"- proposer: {rec.proposer}, seed {rec.seed}; status: {rec.status} ({rec.status_detail})",
            f"- ranking: {rec.ranking_rule}", ""]
     if baseline and baseline.report and best and best.report:
-        out += [f"**Best: `{best.family}` (iteration {best.iteration}) — L2 hit {best.report.hit_pct:.2f}% vs "
+        out += [f"**Best: `{best.family}` (iteration {best.iteration}) — {best.report.metric_name} {best.report.hit_pct:.2f}% vs "
                 f"baseline {baseline.report.hit_pct:.2f}%, {ceiling_text(rec.ceiling_pct)}** "
                 f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points"
                 + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct

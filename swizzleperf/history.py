@@ -19,8 +19,10 @@ from swizzleperf.report import BottleneckReport
 Stage = Literal["propose", "static", "bijectivity", "correctness", "profile"]
 STAGES: tuple[Stage, ...] = ("propose", "static", "bijectivity", "correctness", "profile")
 
-RANKING_RULE = ("accepted attempts ranked by L2 hit rate (higher first), then by median kernel time "
-                "(lower first) where measured, then by iteration (earlier first)")
+RANKING_RULE = ("accepted attempts ranked by L2 read hit rate (higher first), then by median kernel time "
+                "(lower first) where measured, then by iteration (earlier first); where time is measured, an "
+                "attempt measurably slower than the kernel's own remap (its p20 time above the baseline's p80) "
+                "ranks after every attempt that is not")
 
 
 class StageResult(BaseModel):
@@ -88,11 +90,18 @@ def kernel_diff(kernel: KernelFile, hook_source: str) -> str:
         fromfile=f"a/{kernel.path.name}", tofile=f"b/{kernel.path.name}"))
 
 
-def _rank_key(attempt: Attempt) -> tuple[float, float, int]:
+def measurably_slower(attempt: Attempt, baseline: Attempt | None) -> bool:
+    """True when both were timed and the attempt's fast end is slower than the baseline's slow end."""
+    mine = attempt.report.timing if attempt.report else None
+    base = baseline.report.timing if baseline and baseline.report else None
+    return mine is not None and base is not None and mine.p20_ms > base.p80_ms
+
+
+def _rank_key(attempt: Attempt, baseline: Attempt | None) -> tuple[bool, float, float, int]:
     report = attempt.report
     assert report is not None
     time = report.timing.median_ms if report.timing else float("inf")
-    return (-report.hit_pct, time, attempt.iteration)
+    return (measurably_slower(attempt, baseline), -report.hit_pct, time, attempt.iteration)
 
 
 class History:
@@ -108,7 +117,8 @@ class History:
         self.attempts.append(attempt)
 
     def ranked(self) -> list[Attempt]:
-        return sorted((a for a in self.attempts if a.accepted), key=_rank_key)
+        baseline = self.baseline()
+        return sorted((a for a in self.attempts if a.accepted), key=lambda a: _rank_key(a, baseline))
 
     def best(self) -> Attempt | None:
         ranked = self.ranked()

@@ -67,7 +67,7 @@ def spec_table(specs: list[tuple[str, HardwareSpec]], width: int = _FULL_SPEC_WI
 
 def report_table(report: BottleneckReport, baseline: BottleneckReport | None = None) -> Table:
     """Totals and per-die rows of one report, with the baseline beside it when given."""
-    title = (f"{report.kernel} (size {report.size}) on {report.hardware}: L2 hit {report.hit_pct:.2f}% "
+    title = (f"{report.kernel} (size {report.size}) on {report.hardware}: {report.metric_name} {report.hit_pct:.2f}% "
              f"{report.label}, {ceiling_text(report.ceiling_pct)}")
     table = Table(title=title, title_justify="left")
     table.add_column("die", justify="right")

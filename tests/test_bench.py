@@ -87,7 +87,10 @@ def test_bench_table_matches_the_runs_and_the_simulator_at_other_sizes(tmp_path,
         remapped = profiler.profile(kernel, best.source, "tiny")
         assert tiny.status == "profiled" and (tiny.size, tiny.baseline_hit_pct, tiny.best_hit_pct, tiny.ceiling_pct) \
             == ("tiny", own.hit_pct, remapped.hit_pct, own.ceiling_pct)
-        assert tiny.line_accesses == own.accesses and "correctness: matches the reference" in tiny.validation
+        # a best remap is re-validated at the other size; the kernel's own remap needs no validation
+        own_remap = best.source == kernel.hook_source
+        assert tiny.line_accesses == own.accesses and ("the kernel's own remap" if own_remap else
+                                                        "correctness: matches the reference") in tiny.validation
         assert _table_row(markdown, result.kernel)[11] == \
             f"tiny: {own.hit_pct:.2f} -> {remapped.hit_pct:.2f} (ceiling {own.ceiling_pct:.2f})"
     assert softmax.best_hit_pct > softmax.baseline_hit_pct + 20  # a row's chunks on one die

@@ -63,10 +63,10 @@ def describe_profile(report: BottleneckReport, spec: HardwareSpec) -> str:
     """Where the misses come from, per L2 domain, with the ceiling and the duplication factor."""
     die = "XCD" if spec.vendor == "amd" else "L2 domain"
     lines = [f"Profile of the original kernel at size {report.size}, {_source_phrase(report)}:"]
-    head = f"- L2 hit rate {report.hit_pct:.2f}%"
+    head = f"- {report.metric_name} rate {report.hit_pct:.2f}%"
     if report.ceiling_pct is not None:
-        head += (f"; ceiling {report.ceiling_pct:.2f}% (the best any remap can reach: every line fetched once "
-                 f"in the whole GPU); headroom {report.ceiling_pct - report.hit_pct:.2f} points")
+        head += (f"; ceiling {report.ceiling_pct:.2f}% (the best any remap can reach: every read-only line "
+                 f"or sector fetched once in the whole GPU); headroom {report.ceiling_pct - report.hit_pct:.2f} points")
     lines.append(head + ".")
     fetched = [d.unique_lines for d in report.per_domain]
     if report.unique_lines and len(fetched) > 1 and all(u is not None for u in fetched):
@@ -100,7 +100,7 @@ def report_summary(mode: Mode, report: BottleneckReport) -> str:
     """The bottleneck report line; without any per-die detail when the model must not see hardware."""
     if mode != "unaware":
         return report.summary()
-    parts = [f"L2 hit {report.hit_pct:.2f}% {report.label}"]
+    parts = [f"{report.metric_name} {report.hit_pct:.2f}% {report.label}"]
     if report.ceiling_pct is not None:
         parts.append(f"ceiling {report.ceiling_pct:.2f}%")
     if report.timing is not None:

@@ -46,7 +46,20 @@ LOOKUP_HIT = "lts__t_sectors_lookup_hit.sum"
 LOOKUP_MISS = "lts__t_sectors_lookup_miss.sum"
 DURATION = "gpu__time_duration.sum"
 DRAM_READ = "dram__bytes_read.sum"
-METRICS = (HIT_RATE_PCT, SECTORS, LOOKUP_HIT, LOOKUP_MISS, DURATION, DRAM_READ)
+# requests from the SMs (srcunit_tex), split by operation; the plain lookups above also count traffic
+# between the H100's two L2 partitions (srcunit_ltcfabric)
+READ_HIT = "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"
+READ_MISS = "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
+WRITE_HIT = "lts__t_sectors_srcunit_tex_op_write_lookup_hit.sum"
+WRITE_MISS = "lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum"
+TEX_HIT = "lts__t_sectors_srcunit_tex_lookup_hit.sum"
+TEX_MISS = "lts__t_sectors_srcunit_tex_lookup_miss.sum"
+L1_HIT = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum"
+L1_MISS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum"
+OCCUPANCY_LIMITS = ("launch__occupancy_limit_blocks", "launch__occupancy_limit_registers",
+                    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps")
+METRICS = (HIT_RATE_PCT, SECTORS, LOOKUP_HIT, LOOKUP_MISS, DURATION, DRAM_READ, READ_HIT, READ_MISS, WRITE_HIT,
+           WRITE_MISS, TEX_HIT, TEX_MISS, L1_HIT, L1_MISS, *OCCUPANCY_LIMITS)
 
 CacheControl = Literal["all", "none"]
 _REQUIRED_COLUMNS = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
@@ -167,13 +180,20 @@ def ncu_report(result: NcuResult, *, hw: HardwareSpec, kernel_name: str, size: s
     found = len(result.launches)
     kept = result.last(iters)
     n = len(kept.launches)
-    hits, misses = kept.total(LOOKUP_HIT), kept.total(LOOKUP_MISS)
+    def has(*metrics: str) -> bool:
+        return all(m in launch.metrics for m in metrics for launch in kept.launches)
+
+    split = has(READ_HIT, READ_MISS)  # recordings from before the read/write split have only the totals
+    hit_metric, miss_metric = (READ_HIT, READ_MISS) if split else (LOOKUP_HIT, LOOKUP_MISS)
+    hits, misses = kept.total(hit_metric), kept.total(miss_metric)
     if hits + misses <= 0:
-        raise ProfilerError(f"{LOOKUP_HIT} + {LOOKUP_MISS} is 0: the kernel made no L2 lookups")
+        raise ProfilerError(f"{hit_metric} + {miss_metric} is 0: the kernel made no L2 lookups")
     names = sorted({launch.kernel_name for launch in kept.launches})
+    extra = _split_fields(kept, n) if split else {}
     notes = [
         f"ncu over the last {n} launch(es) of {', '.join(names)}; counts are per launch (mean); accesses are L2 "
-        f"lookups of 32-byte sectors; hit rate = {LOOKUP_HIT} / ({LOOKUP_HIT} + {LOOKUP_MISS})",
+        f"lookups of 32-byte sectors; hit rate = {hit_metric} / ({hit_metric} + {miss_metric})"
+        + ("" if split else " (reads and writes together: this recording has no read/write split)"),
         f"{HIT_RATE_PCT} per launch: {_fmt(kept.values(HIT_RATE_PCT))} (not used: its hits and lookups come from "
         f"different replay passes, so it can exceed 100%)" if all(HIT_RATE_PCT in x.metrics for x in kept.launches)
         else f"{HIT_RATE_PCT} not reported",
@@ -199,9 +219,27 @@ def ncu_report(result: NcuResult, *, hw: HardwareSpec, kernel_name: str, size: s
     timing = summarize_times([ns / 1e6 for ns in kept.values(DURATION)],
                              "flushed" if cache_control == "all" else "warm", source=f"ncu {DURATION}")
     return BottleneckReport(source="ncu", hardware=hw.name, kernel=kernel_name, size=size,
-                            hit_pct=100.0 * hits / (hits + misses), accesses=round((hits + misses) / n),
-                            hits=round(hits / n), bytes_from_next_level=round(kept.total(DRAM_READ) / n),
-                            timing=timing, notes=notes)
+                            metric="read" if split else "all", hit_pct=100.0 * hits / (hits + misses),
+                            accesses=round((hits + misses) / n), hits=round(hits / n), granule_bytes=32,
+                            bytes_from_next_level=round(kept.total(DRAM_READ) / n), timing=timing, notes=notes,
+                            **extra)
+
+
+def _split_fields(kept: NcuResult, n: int) -> dict:
+    """The report's overall, write, L1 and occupancy fields, from whichever metrics ncu gave."""
+    def total(metric: str) -> float | None:
+        return kept.total(metric) if all(metric in x.metrics for x in kept.launches) else None
+
+    def pct(hit: float | None, miss: float | None) -> float | None:
+        return None if hit is None or miss is None or hit + miss <= 0 else 100.0 * hit / (hit + miss)
+
+    writes = [total(WRITE_HIT), total(WRITE_MISS)]
+    limits = [m for m in (total(limit) for limit in OCCUPANCY_LIMITS) if m is not None]
+    l1_hit, l1_miss = total(L1_HIT), total(L1_MISS)
+    return dict(overall_hit_pct=pct(total(TEX_HIT), total(TEX_MISS)), write_hit_pct=pct(*writes),
+                write_accesses=None if None in writes else round(sum(writes) / n), l1_hit_pct=pct(l1_hit, l1_miss),
+                l1_accesses=None if l1_hit is None or l1_miss is None else round((l1_hit + l1_miss) / n),
+                programs_per_cu=round(min(limits) / n) if limits else None)
 
 
 class NcuProfiler:

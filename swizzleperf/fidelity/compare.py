@@ -1,0 +1,123 @@
+"""Simulate the remaps a fidelity run measured and compare, kernel by kernel.
+
+The simulator gets what the GPU showed about the kernel itself, as it would on that GPU: the
+programs resident per SM (the tightest of ncu's `launch__occupancy_limit_*`) and the shared-memory
+carve-out that sizes the L1 (`launch__shared_mem_config_size`). Nothing is fitted to the counters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from swizzleperf.fidelity.records import MeasuredKernel, MeasuredRemap
+from swizzleperf.hardware import HardwareSpec
+from swizzleperf.kernel import KernelFile
+from swizzleperf.profilers.sim import SimProfiler
+from swizzleperf.report import BottleneckReport
+
+READ_HIT = "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"
+READ_MISS = "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
+DRAM_READ = "dram__bytes_read.sum"
+OCCUPANCY_LIMITS = ("launch__occupancy_limit_blocks", "launch__occupancy_limit_registers",
+                    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps")
+CARVEOUT = "launch__shared_mem_config_size"
+
+
+def measured_read_hit_pct(metrics: dict[str, float]) -> float:
+    hits, misses = metrics[READ_HIT], metrics[READ_MISS]
+    return 100.0 * hits / (hits + misses) if hits + misses else 0.0
+
+
+def measured_resources(record: MeasuredKernel) -> tuple[int | None, int | None]:
+    """(programs per SM, shared-memory carve-out bytes) of the identity launch, where ncu reported them."""
+    metrics = record.remaps[0].metrics if record.remaps else {}
+    limits = [metrics[m] for m in OCCUPANCY_LIMITS if m in metrics]
+    return (int(min(limits)) if limits else None), (int(metrics[CARVEOUT]) if CARVEOUT in metrics else None)
+
+
+def hardware_for(record: MeasuredKernel, hw: HardwareSpec) -> HardwareSpec:
+    """`hw` running this kernel as measured: its occupancy and L1 size."""
+    programs, carveout = measured_resources(record)
+    if programs is not None:
+        hw = hw.model_copy(update={"programs_per_cu": programs})
+    return hw.with_shared_carveout(carveout) if carveout is not None else hw
+
+
+@dataclass(frozen=True)
+class RemapComparison:
+    label: str
+    measured_read_pct: float
+    predicted_read_pct: float
+    ceiling_pct: float
+    measured_dram_bytes: float
+    predicted_dram_bytes: float
+
+
+@dataclass(frozen=True)
+class KernelComparison:
+    kernel: str
+    size: str
+    hardware: HardwareSpec
+    remaps: list[RemapComparison]
+
+    @property
+    def read_mae(self) -> float:
+        return float(np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in self.remaps]))
+
+    @property
+    def measured_spread(self) -> float:
+        values = [r.measured_read_pct for r in self.remaps]
+        return max(values) - min(values)
+
+    @property
+    def rank_correlation(self) -> float | None:
+        return spearman([r.measured_read_pct for r in self.remaps], [r.predicted_read_pct for r in self.remaps])
+
+    @property
+    def dram_rank_correlation(self) -> float | None:
+        return spearman([r.measured_dram_bytes for r in self.remaps], [r.predicted_dram_bytes for r in self.remaps])
+
+    @property
+    def dram_mean_abs_rel_error(self) -> float:
+        return float(np.mean([abs(r.predicted_dram_bytes - r.measured_dram_bytes) / max(r.measured_dram_bytes, 1.0)
+                              for r in self.remaps]))
+
+    @property
+    def worst_over_ceiling(self) -> float:
+        """How far the measured read hit rate lies above the ceiling (negative: below, as it must)."""
+        return max(r.measured_read_pct - r.ceiling_pct for r in self.remaps)
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    """Spearman's rank correlation (average ranks for ties); None when either side is constant."""
+    ra, rb = _ranks(np.asarray(a, float)), _ranks(np.asarray(b, float))
+    if len(ra) < 2 or ra.std() == 0 or rb.std() == 0:
+        return None
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=float)
+    for value in np.unique(x):  # ties share their mean rank
+        ranks[x == value] = ranks[x == value].mean()
+    return ranks
+
+
+def compare_kernel(kernel: KernelFile, record: MeasuredKernel, hw: HardwareSpec, profiler_factory=SimProfiler,
+                   progress=None) -> KernelComparison:
+    kernel_hw = hardware_for(record, hw)
+    profiler = profiler_factory(kernel_hw, progress=progress)
+    rows = [_compare(profiler.profile(kernel, remap.source, record.size), remap) for remap in record.remaps]
+    return KernelComparison(kernel=record.kernel, size=record.size, hardware=kernel_hw, remaps=rows)
+
+
+def _compare(report: BottleneckReport, remap: MeasuredRemap) -> RemapComparison:
+    return RemapComparison(label=remap.label, measured_read_pct=measured_read_hit_pct(remap.metrics),
+                           predicted_read_pct=report.hit_pct,
+                           ceiling_pct=100.0 if report.ceiling_pct is None else report.ceiling_pct,
+                           measured_dram_bytes=remap.metrics.get(DRAM_READ, float("nan")),
+                           predicted_dram_bytes=float(report.bytes_from_next_level or 0))

@@ -1,0 +1,68 @@
+"""Fidelity: recorded real counters parse to the exact numbers, and the comparison's statistics."""
+
+from pathlib import Path
+
+import pytest
+
+from swizzleperf.fidelity.compare import (
+    KernelComparison, RemapComparison, hardware_for, measured_read_hit_pct, measured_resources, spearman)
+from swizzleperf.fidelity.measure import fidelity_remaps, kernel_record
+from swizzleperf.fidelity.records import Measurement
+from swizzleperf.hardware import PRESETS
+from swizzleperf.kernel import load_kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "fidelity"
+H100 = PRESETS["h100"]
+
+
+def _measurement() -> Measurement:
+    return Measurement.model_validate_json((FIXTURES / "measured-h100-ncu2025.3.json").read_text())
+
+
+def test_raw_ncu_output_becomes_one_record_per_remap_in_launch_order():
+    kernel = load_kernel(ROOT / "kernels" / "softmax.py")
+    record = kernel_record(kernel, H100, "medium", (FIXTURES / "ncu-h100-softmax-medium-6-remaps.csv").read_text())
+    assert [r.label for r in record.remaps] == [label for label, _ in fidelity_remaps(kernel, H100)] == [
+        "identity", "best (recorded)", "xcd_chunked(chunk=4, dies=2)", "xcd_contiguous(dies=2)",
+        "xcd_chunked(chunk=128, dies=16)", "xcd_contiguous(dies=16)"]
+    identity = record.remaps[0].metrics
+    # the counters as ncu printed them ("13,300,060" sectors), in base units
+    assert identity["l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum"] == 13_300_060
+    assert identity["dram__bytes_read.sum"] == 135_111_680
+    assert identity["launch__occupancy_limit_registers"] == 12
+    assert measured_read_hit_pct(identity) == pytest.approx(63.26, abs=0.005)
+    # writes always hit: the L2 allocates written sectors without a fetch
+    assert identity["lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum"] == 0
+    assert record == next(k for k in _measurement().kernels if k.kernel == "softmax")
+
+
+def test_the_simulator_gets_the_measured_occupancy_and_l1_carve_out():
+    records = {k.kernel: k for k in _measurement().kernels}
+    assert measured_resources(records["softmax"]) == (12, 100 * 1024)
+    assert measured_resources(records["gemm"]) == (2, 228 * 1024)
+    softmax, gemm = hardware_for(records["softmax"], H100), hardware_for(records["gemm"], H100)
+    assert (softmax.programs_per_cu, softmax.l1_bytes_per_cu) == (12, 156 * 1024)
+    assert (gemm.programs_per_cu, gemm.l1_bytes_per_cu) == (2, 28 * 1024)
+
+
+def test_every_measured_read_hit_rate_is_a_rate_and_writes_always_hit():
+    for record in _measurement().kernels:
+        for remap in record.remaps:
+            m = remap.metrics
+            assert 0.0 <= measured_read_hit_pct(m) <= 100.0
+            assert m["lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum"] == 0, (record.kernel, remap.label)
+
+
+def test_rank_correlation_and_errors():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 2, 3], [1, 2, 2, 3]) == pytest.approx(1.0)  # ties share a rank
+    assert spearman([5, 5, 5], [1, 2, 3]) is None  # nothing to rank
+    rows = [RemapComparison("a", 60.0, 64.0, 80.0, 100.0, 110.0), RemapComparison("b", 80.0, 78.0, 80.0, 50.0, 45.0)]
+    comparison = KernelComparison("k", "s", H100, rows)
+    assert comparison.read_mae == pytest.approx(3.0)
+    assert comparison.measured_spread == pytest.approx(20.0)
+    assert comparison.rank_correlation == pytest.approx(1.0)
+    assert comparison.dram_mean_abs_rel_error == pytest.approx(0.1)
+    assert comparison.worst_over_ceiling == pytest.approx(0.0)
