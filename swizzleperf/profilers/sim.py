@@ -19,7 +19,7 @@ from swizzleperf.kernel import KernelFile
 from swizzleperf.remap import logical_ids
 from swizzleperf.report import BottleneckReport
 from swizzleperf.sim.capture import capture_trace
-from swizzleperf.sim.engine import simulate
+from swizzleperf.sim.engine import prepare, simulate
 from swizzleperf.sim.trace import Trace
 
 
@@ -33,6 +33,7 @@ class SimProfiler:
         self.progress = progress
         self._traces: dict[tuple[str, str], Trace] = {}
         self._captured_as: dict[tuple[str, str], np.ndarray] = {}
+        self._achievable: dict[tuple[str, str], tuple[float | None, str]] = {}
 
     def trace(self, kernel: KernelFile, size: str) -> Trace:
         key = (kernel.sha256, size)
@@ -64,4 +65,30 @@ class SimProfiler:
             report.notes.append(f"occupancy: {kernel.name} declares PROGRAMS_PER_CU = {hw.programs_per_cu} (its "
                                 f"registers and shared memory), so {hw.programs_per_cu} per CU instead of "
                                 f"{self.hw.name}'s {self.hw.programs_per_cu}")
+        report.achievable_pct, note = self.achievable(kernel, size, report.ceiling_pct)
+        report.notes.append(note)
         return report
+
+    def achievable(self, kernel: KernelFile, size: str, ceiling_pct: float | None) -> tuple[float | None, str]:
+        """The multi-die achievable bound for this kernel and size (once per trace) and a note saying what it is."""
+        key = (kernel.sha256, size)
+        if key not in self._achievable:
+            self._achievable[key] = self._compute_achievable(kernel, size, ceiling_pct)
+        return self._achievable[key]
+
+    def _compute_achievable(self, kernel: KernelFile, size: str, ceiling_pct: float | None) -> tuple[float | None, str]:
+        if self.hw.num_domains == 1:
+            return ceiling_pct, "achievable = ceiling: one shared L2, so every assignment of programs shares it"
+        try:
+            from swizzleperf.bounds.achievable import achievable_bound
+            from swizzleperf.bounds.partition import PartitionerMissing
+        except ImportError as exc:  # pragma: no cover - the module is part of the package
+            return None, f"achievable bound n/a: {exc}"
+        try:
+            pct, bound, _ = achievable_bound(prepare(self.trace(kernel, size)), self.hw)
+        except PartitionerMissing as exc:
+            return None, f"achievable bound n/a: {exc}"
+        return pct, (f"achievable = the read hit rate of the best balanced assignment of programs to the "
+                     f"{self.hw.num_domains} dies found ({bound.tool}, {bound.seconds:.1f} s), with caches big "
+                     f"enough that only first touches miss: {bound.fetches:,} fetches vs {bound.min_fetches:,} on "
+                     f"one cache")
