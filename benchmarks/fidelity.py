@@ -62,8 +62,10 @@ def cmd_compare(args) -> int:
     from swizzleperf.hardware import PRESETS
     from swizzleperf.kernel import load_kernel
 
+    from swizzleperf.hardware import resolve
+
     measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
-    hw = PRESETS[args.hardware]
+    hw, _ = resolve(args.hardware)
     print(f"measured: {measurement.device}, {measurement.tool}, --cache-control {measurement.cache_control}; "
           f"simulated: preset {hw.name} with each kernel's measured occupancy and L1 carve-out")
     print("read hit = L2 read lookups from the SMs that hit (ncu srcunit_tex op_read; sim: the same definition)")

@@ -168,7 +168,7 @@ def profile(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
     console.print(report_table(baseline))
     if candidate is not None:
         console.print(report_table(candidate, baseline=baseline))
-        console.print(f"{remap}: L2 hit {candidate.hit_pct:.2f}% vs {baseline.hit_pct:.2f}% for the original "
+        console.print(f"{remap}: {candidate.metric_name} {candidate.hit_pct:.2f}% vs {baseline.hit_pct:.2f}% for the original "
                       f"({candidate.hit_pct - baseline.hit_pct:+.2f} points, {candidate.label}); "
                       f"{ceiling_text(candidate.ceiling_pct)}", highlight=False)
     if set_index_spread:
@@ -417,7 +417,7 @@ def apply(name: str = typer.Argument(..., help="library entry"),
         console.print(f"[red]REJECTED[/]: {name} does not work in {kernel.path.name}; nothing written")
         raise typer.Exit(1)
     report, base = applied.attempt.report, applied.baseline
-    console.print(f"L2 hit {report.hit_pct:.2f}% with {name} vs {base.hit_pct:.2f}% with the kernel's own remap "
+    console.print(f"{report.metric_name} {report.hit_pct:.2f}% with {name} vs {base.hit_pct:.2f}% with the kernel's own remap "
                   f"({report.hit_pct - base.hit_pct:+.2f} points, {report.label}); {ceiling_text(report.ceiling_pct)}",
                   highlight=False)
     if write:

@@ -252,10 +252,10 @@ def detect(device: int = 0) -> HardwareSpec | None:
             dispatch=Dispatch(policy="round_robin"), l1_bytes_per_cu=_CDNA3["l1_bytes_per_cu"],
             source=f"{props.name}: {xccs} XCDs ({how}), L2 {per_xcd // MiB} MB per XCD from torch")
     sets_unit = 128 * 16
-    hopper = props.major == 9  # the L1/shared sizes are Hopper's; elsewhere the L1 is not modelled
+    hopper = getattr(props, "major", 0) == 9  # the L1/shared sizes are Hopper's; elsewhere the L1 is not modelled
     return HardwareSpec(
         name=f"local-{props.name.replace(' ', '-').lower()}", cus_per_domain=props.multi_processor_count,
         l2_bytes_per_domain=l2 // sets_unit * sets_unit,
         **(_HOPPER if hopper else {**_HOPPER, "unified_l1_bytes_per_cu": None, "l1_bytes_per_cu": 0}),
         source=f"{props.name}: {props.multi_processor_count} SMs, L2 {l2 / MiB:g} MB from torch"
-               + ("" if hopper else f"; compute capability {props.major}.{props.minor}: L1 not modelled"))
+               + ("" if hopper else "; not a Hopper GPU: L1 not modelled"))

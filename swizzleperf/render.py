@@ -67,8 +67,9 @@ def spec_table(specs: list[tuple[str, HardwareSpec]], width: int = _FULL_SPEC_WI
 
 def report_table(report: BottleneckReport, baseline: BottleneckReport | None = None) -> Table:
     """Totals and per-die rows of one report, with the baseline beside it when given."""
+    achievable = "" if report.achievable_pct is None else f", achievable {report.achievable_pct:.2f}%"
     title = (f"{report.kernel} (size {report.size}) on {report.hardware}: {report.metric_name} {report.hit_pct:.2f}% "
-             f"{report.label}, {ceiling_text(report.ceiling_pct)}")
+             f"{report.label}, {ceiling_text(report.ceiling_pct)}{achievable}")
     table = Table(title=title, title_justify="left")
     table.add_column("die", justify="right")
     table.add_column("programs", justify="right")

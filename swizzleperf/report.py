@@ -36,7 +36,7 @@ class _ReadsItsOwnJSON(BaseModel):
     def _drop_computed(cls, data):
         if isinstance(data, dict):
             data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
-            if "schema_version" in cls.model_fields and data.get("schema_version", 1) == 1:
+            if "schema_version" in cls.model_fields and data.get("schema_version") == 1:
                 data = {**data, "metric": data.get("metric", "all")}  # schema 1: one overall rate
         return data
 

@@ -77,8 +77,9 @@ def test_describe_is_the_methods_hardware_sentence():
 
 
 class _Props:
-    def __init__(self, name, sms, l2, arch=""):
+    def __init__(self, name, sms, l2, arch="", major=9):
         self.name, self.multi_processor_count, self.L2_cache_size, self.gcnArchName = name, sms, l2, arch
+        self.major = major
 
 
 def _fake_gpu(monkeypatch, props, hip: str | None):
@@ -93,6 +94,11 @@ def test_detect_cuda_reads_torch_properties(monkeypatch):
     spec = hardware.detect()
     assert (spec.vendor, spec.num_domains, spec.cus_per_domain, spec.l2_bytes_per_domain) == ("nvidia", 1, 132, 60 * 2**20)
     assert spec.dispatch.policy == "in_order" and "132 SMs" in spec.source
+    # Hopper: 32 B sectors and the unified L1 (224 KB once a kernel's minimum carve-out is taken)
+    assert (spec.sector_bytes, spec.l1_bytes_per_cu, spec.unified_l1_bytes_per_cu) == (32, 224 * 2**10, 256 * 2**10)
+    _fake_gpu(monkeypatch, _Props("NVIDIA A100", 108, 40 * 2**20, major=8), hip=None)
+    other = hardware.detect()
+    assert other.l1_bytes_per_cu == 0 and "L1 not modelled" in other.source
 
 
 def test_detect_rocm_uses_the_hip_xcc_count_and_normalises_l2_per_xcd(monkeypatch):

@@ -78,7 +78,7 @@ def test_unaware_mode_shows_no_hardware_at_all(prompts):
     report = mi300x_report()
     assert hardware_context("unaware", PRESETS["mi300x"], report, prompts, HOOK) == NO_HARDWARE
     summary = report_summary("unaware", report)
-    assert summary == "L2 hit 40.35% predicted (simulator); ceiling 96.88%"
+    assert summary == "L2 read hit 40.35% predicted (simulator); ceiling 96.88%"
     assert "die" in report_summary("aware", report)  # the aware summary does carry the per-die line count
 
 

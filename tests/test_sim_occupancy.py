@@ -34,7 +34,7 @@ def test_declared_occupancy_is_simulated_as_that_many_programs_per_cu(tmp_path, 
 
     declared = run(one, two_per_cu)
     assert (declared.hits, declared.accesses, declared.hardware) == (expected.hits, expected.accesses, "mi300x")
-    assert declared.notes[-1] == ("occupancy: softmax declares PROGRAMS_PER_CU = 1 (its registers and shared "
+    assert declared.notes[-2] == ("occupancy: softmax declares PROGRAMS_PER_CU = 1 (its registers and shared "
                                   "memory), so 1 per CU instead of mi300x's 2")
     assert "2 programs resident per domain (2 CUs x 1 per CU)" in " ".join(declared.notes)
 
