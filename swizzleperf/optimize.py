@@ -81,8 +81,9 @@ def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: Can
             reason = "stopped by the user"
             break
         best = history.best().report
-        if record.stop_at_ceiling and best.ceiling_pct is not None and best.hit_pct >= best.ceiling_pct - 1e-9:
-            reason = f"the best remap reaches the ceiling ({best.ceiling_pct:.2f}%): no remap can do better"
+        if record.stop_at_ceiling and best.at_ceiling:
+            reason = (f"the best remap reaches the ceiling ({best.ceiling_pct:.2f}%) or fetches only what every "
+                      f"remap must (compulsory misses): no remap can do better")
             break
         since_best = _attempts_since_best(history)
         if since_best >= record.patience:

@@ -116,6 +116,15 @@ class BottleneckReport(_ReadsItsOwnJSON):
         return "predicted (simulator)" if self.simulated else f"measured ({self.source})"
 
     @property
+    def at_ceiling(self) -> bool:
+        """No remap can do better: the hit rate is at the ceiling, or the L2 fetched only the compulsory
+        misses (an L1 keeps the hit rate below a ceiling counted before it, but cannot lower those)."""
+        if self.ceiling_pct is not None and self.hit_pct >= self.ceiling_pct - 1e-9:
+            return True
+        return (self.unique_lines is not None and self.accesses is not None and self.hits is not None
+                and self.accesses - self.hits <= self.unique_lines)
+
+    @property
     def metric_name(self) -> str:
         return "L2 read hit" if self.metric == "read" else "L2 hit (reads and writes)"
 

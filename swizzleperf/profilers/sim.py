@@ -81,12 +81,12 @@ class SimProfiler:
             return ceiling_pct, "achievable = ceiling: one shared L2, so every assignment of programs shares it"
         try:
             from swizzleperf.bounds.achievable import achievable_bound
-            from swizzleperf.bounds.partition import PartitionerMissing
+            from swizzleperf.bounds.partition import PartitionerFailed, PartitionerMissing
         except ImportError as exc:  # pragma: no cover - the module is part of the package
             return None, f"achievable bound n/a: {exc}"
         try:
             pct, bound, _ = achievable_bound(prepare(self.trace(kernel, size)), self.hw)
-        except PartitionerMissing as exc:
+        except (PartitionerMissing, PartitionerFailed) as exc:
             return None, f"achievable bound n/a: {exc}"
         return pct, (f"achievable = the read hit rate of the best balanced assignment of programs to the "
                      f"{self.hw.num_domains} dies found ({bound.tool}, {bound.seconds:.1f} s), with caches big "
