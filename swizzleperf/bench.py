@@ -312,7 +312,7 @@ def check_size(kernel: KernelFile, remap_source: str, size: str, hw: HardwareSpe
                       line_accesses=accesses, accesses_estimated=estimated)
     return result(status="profiled", validation=validation, baseline_hit_pct=baseline.hit_pct,
                   best_hit_pct=candidate.hit_pct, ceiling_pct=baseline.ceiling_pct,
-                  line_accesses=baseline.accesses if budget is not None else None,
+                  line_accesses=baseline.trace_accesses if budget is not None else None,
                   speedup=Speedup.between(baseline, candidate))
 
 
@@ -363,7 +363,7 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
     budget = None
     if profiler_name == "sim":
         budget = SimBudget(max_accesses=request.max_sim_accesses, reference_size=size,
-                           accesses_per_program=history.baseline().report.accesses / math.prod(kernel.grid(size)),
+                           accesses_per_program=history.baseline().report.trace_accesses / math.prod(kernel.grid(size)),
                            capture_timeout_s=request.capture_timeout_s)
     result.other_sizes = generalise(kernel, history.best().source, size, hw, profiler_name, device, budget, status,
                                     request.other_sizes)

@@ -100,6 +100,7 @@ class BottleneckReport(_ReadsItsOwnJSON):
     l1_hit_pct: float | None = Field(None, description="global-load lookups that hit in the CU's L1")
     l1_accesses: int | None = None
     programs_per_cu: int | None = Field(None, description="resident programs per CU/SM used or measured")
+    trace_accesses: int | None = Field(None, description="simulator: line accesses in the trace (loads and stores)")
     bytes_from_next_level: int | None = None
     per_domain: list[DomainStats] = Field(default_factory=list)
     timing: Timing | None = None

@@ -248,7 +248,7 @@ def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: 
         instance = mapping.instance(shape.group)
         report = profiler.profile(shaped, instance.render(shaped.hook), shape.name)
         hits[mapping.name], families[mapping.name], ceiling = report.hit_pct, instance.label, report.ceiling_pct
-        accesses = report.accesses
+        accesses = report.trace_accesses
     return SweepCell(shape=shape, status="profiled", line_accesses=accesses, hit_pct=hits, families=families,
                      ceiling_pct=ceiling, seconds=time.perf_counter() - t0)
 

@@ -89,7 +89,7 @@ def test_bench_table_matches_the_runs_and_the_simulator_at_other_sizes(tmp_path,
             == ("tiny", own.hit_pct, remapped.hit_pct, own.ceiling_pct)
         # a best remap is re-validated at the other size; the kernel's own remap needs no validation
         own_remap = best.source == kernel.hook_source
-        assert tiny.line_accesses == own.accesses and ("the kernel's own remap" if own_remap else
+        assert tiny.line_accesses == own.trace_accesses and ("the kernel's own remap" if own_remap else
                                                         "correctness: matches the reference") in tiny.validation
         assert _table_row(markdown, result.kernel)[11] == \
             f"tiny: {own.hit_pct:.2f} -> {remapped.hit_pct:.2f} (ceiling {own.ceiling_pct:.2f})"
@@ -126,12 +126,12 @@ def test_a_remap_that_breaks_at_another_size_is_rejected_there_with_the_reason(t
     assert rows16.validation.endswith("correctness not run at rows16 (the CPU interpreter runs CHECK_SIZES only)")
 
     # now the trace is cached, the budget uses its exact count
-    exact = SimBudget(max_accesses=own.accesses - 1, accesses_per_program=1.0, reference_size="small",
+    exact = SimBudget(max_accesses=own.trace_accesses - 1, accesses_per_program=1.0, reference_size="small",
                       capture_timeout_s=60)
-    assert exact.line_accesses(kernel, "rows16", 128) == (own.accesses, False)
+    assert exact.line_accesses(kernel, "rows16", 128) == (own.trace_accesses, False)
     (_, rows16) = generalise(kernel, NAIVE, "small", MI300X, "sim", "cpu", exact)
     assert rows16.status == "skipped" and not rows16.accesses_estimated
-    assert rows16.reason.startswith(f"{own.accesses / 1e6:.3g} M line accesses > the simulator's")
+    assert rows16.reason.startswith(f"{own.trace_accesses / 1e6:.3g} M line accesses > the simulator's")
     assert math.prod(kernel.grid("rows16")) == 64
 
     # --other-sizes: only the sizes named (and declared) are re-checked, in declaration order

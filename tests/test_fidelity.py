@@ -66,3 +66,16 @@ def test_rank_correlation_and_errors():
     assert comparison.rank_correlation == pytest.approx(1.0)
     assert comparison.dram_mean_abs_rel_error == pytest.approx(0.1)
     assert comparison.worst_over_ceiling == pytest.approx(0.0)
+
+
+def test_the_ncu_profiler_reports_the_read_hit_rate_from_real_counters():
+    from swizzleperf.profilers import ncu
+
+    result = ncu.parse_ncu_csv((FIXTURES / "ncu-h100-softmax-medium-6-remaps.csv").read_text(), "^softmax_kernel$")
+    report = ncu.ncu_report(result, hw=H100, kernel_name="softmax", size="medium", iters=1, cache_control="all")
+    last = result.launches[-1].metrics  # the last launch: xcd_contiguous(dies=16)
+    assert report.metric == "read" and report.hit_pct == pytest.approx(measured_read_hit_pct(last))
+    assert report.write_hit_pct == 100.0 and report.programs_per_cu == 12
+    assert report.l1_hit_pct == pytest.approx(100 * last[ncu.L1_HIT] / (last[ncu.L1_HIT] + last[ncu.L1_MISS]))
+    assert report.overall_hit_pct > report.hit_pct  # the writes, all hits, raise the overall rate
+    assert "dropped the first 5 profiled launch(es)" in " ".join(report.notes)

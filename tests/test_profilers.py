@@ -75,6 +75,7 @@ def test_ncu_h100_fixture_parses_to_the_exact_report():
                             expected_programs=16384)
     # hits 19,923,108 + 19,923,391 + 19,922,967 = 59,769,466; misses 5,243,492 + 5,243,201 + 5,243,615 = 15,730,308
     assert report.hit_pct == pytest.approx(100 * 59_769_466 / 75_499_774, rel=1e-12)
+    assert report.metric == "all"  # a recording from before the read/write split: the totals, labelled so
     assert report.accesses == 25_166_591  # 75,499,774 / 3 = 25,166,591.3
     assert report.hits == 19_923_155  # 59,769,466 / 3 = 19,923,155.3
     assert report.bytes_from_next_level == 134_744_661  # (134,745,856 + 134,737,920 + 134,750,208) / 3
@@ -183,6 +184,7 @@ def test_rocprof_releases_parse_to_the_exact_report(release, hit_sum, hits, medi
     assert report.hit_pct == pytest.approx(100 * hit_sum / 18_874_368, rel=1e-12)
     assert (report.accesses, report.hits) == (6_291_456, hits)
     assert (report.source, report.hardware) == ("rocprofv3", "mi300x")
+    assert report.metric == "all" and report.metric_name == "L2 hit (reads and writes)"  # TCC_HIT counts both
     if median_ms is None:
         assert report.timing is None and any("no dispatch timestamps" in n for n in report.notes)
     else:

@@ -244,7 +244,8 @@ def counters_report(counters: RocprofCounters, *, hw: HardwareSpec, kernel_name:
     notes = [
         f"rocprofv3 {HIT} and {MISS} over the last {n} dispatch(es) of {', '.join(names)}; counts are per launch "
         f"(mean); accesses are L2 (TCC) requests",
-        f"hit rate = 100*{HIT}/({HIT}+{MISS}) (rocprof-compute's definition: a hit on an in-flight miss is a hit)",
+        f"hit rate = 100*{HIT}/({HIT}+{MISS}) (rocprof-compute's definition: a hit on an in-flight miss is a hit); "
+        f"reads and writes together: these counters do not split them, so it is not the simulator's read hit rate",
         "L2 flushed before every measured launch (256 MB buffer zeroed, as do_bench)" if l2_state == "flushed"
         else "L2 warm: measured launches ran back to back",
     ]
@@ -290,7 +291,7 @@ def counters_report(counters: RocprofCounters, *, hw: HardwareSpec, kernel_name:
                                  source="rocprofv3 dispatch timestamps (counters on)")
     else:
         notes.append("no dispatch timestamps in this rocprofv3 release's CSV: no time")
-    return BottleneckReport(source="rocprofv3", hardware=hw.name, kernel=kernel_name, size=size,
+    return BottleneckReport(source="rocprofv3", hardware=hw.name, kernel=kernel_name, size=size, metric="all",
                             hit_pct=kept.hit_pct, accesses=round((hits + misses) / n), hits=round(hits / n),
                             per_domain=per_domain, timing=timing, notes=notes)
 

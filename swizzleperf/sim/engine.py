@@ -78,6 +78,7 @@ class TraceBounds:
     Every read sector that the kernel never writes must be fetched at least once, whatever the order,
     and no remap makes more lookups than the trace has sector reads (an L1 only removes some)."""
 
+    trace_accesses: int  # line accesses in the trace, loads and stores: the simulator's work
     read_sectors: int  # sector reads of all loads, before any L1
     write_sectors: int
     read_only_unique: int  # distinct sectors read and never written: the compulsory fetches
@@ -106,7 +107,7 @@ def _trace_bounds(prepared: PreparedTrace, sectors_per_line: int) -> TraceBounds
     np.bitwise_or.at(written, prepared.line_ids[prepared.is_store], masks[prepared.is_store])
     read = np.zeros(prepared.unique_lines, dtype=np.uint8)
     np.bitwise_or.at(read, prepared.line_ids[loads], masks[loads])
-    return TraceBounds(read_sectors=int(counts[loads].sum()), write_sectors=int(counts[prepared.is_store].sum()),
+    return TraceBounds(trace_accesses=prepared.accesses, read_sectors=int(counts[loads].sum()), write_sectors=int(counts[prepared.is_store].sum()),
                        read_only_unique=int(_POPCOUNT[read & ~written].sum()))
 
 
@@ -385,6 +386,7 @@ class SimResult:
             write_hit_pct=100.0 if self.total(WRITE_LOOKUPS) else None,
             l1_hit_pct=_pct(self.total(L1_HITS), l1) if l1 else None, l1_accesses=l1 if hw.l1_bytes_per_cu else None,
             bytes_from_next_level=self.bytes_fetched, programs_per_cu=hw.programs_per_cu,
+            trace_accesses=self.bounds.trace_accesses,
             per_domain=per_domain, notes=model_notes(hw))
 
 
