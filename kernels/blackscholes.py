@@ -94,7 +94,7 @@ SIZES = {
     "small": {"n": 100_000},  # 98 programs
     # 16 M options: 16,384 programs, each 4 x 32 lines loaded and 2 x 32 stored: 3.1 M line
     # accesses, all distinct, so the ceiling (and any remap's hit rate) is 0 %. The simulator
-    # (mi300x preset) predicts 0.00 % for the identity and for XCD-contiguous alike.
+    # (mi300x preset) predicts a read hit rate of 0.00 % for the identity and XCD-contiguous alike.
     "medium": {"n": 16 * 1024 * 1024},
     "large": {"n": 64 * 1024 * 1024},
 }

@@ -148,12 +148,13 @@ SIZES = {
     # 64 x 125 = 8,000 programs, windows of 256 + 158 = 414 bytes, 477 diagonals each. Per
     # diagonal the gather covers up to 64 consecutive bytes, one or two 128 B lines: 668 line
     # accesses per program with its query load and score store, 5.34 M in all, against 534 unique
-    # lines (252 of the reference, 32 of queries, 250 of scores). So the ceiling is 99.99 %, set by
-    # each program re-reading its window on every diagonal; a remap moves only the misses. The
-    # simulator (mi300x preset) predicts 4,272 misses for the identity (every die fetches every
-    # line: 99.920 %), 2,304 for XCD-contiguous then row-major (bands of 8 queries per die: 99.957 %)
-    # and 1,280 for XCD-contiguous then column-major (bands of ~16 chunks per die, whose reference
-    # lines one die fetches; the score lines of a band are most of the rest: 99.976 %).
+    # lines (252 of the reference, 32 of queries, 250 of scores; 284 of them read and never
+    # written). So the read ceiling is 99.99 %, set by each program re-reading its window on every
+    # diagonal; the CU's L1 catches 99 % of those re-reads, and a remap moves only the L2 misses.
+    # The simulator (mi300x preset, 32 KB L1 per CU) predicts 2,272 L2 read misses for the identity
+    # (read hit 94.32 % of 40,000 L2 reads), 2,048 for XCD-contiguous then row-major (bands of 8
+    # queries per die; 93.47 % of fewer reads: its L1 catches more) and 536 for XCD-contiguous
+    # then column-major (bands of ~16 chunks per die, whose reference lines one die fetches: 97.08 %).
     "medium": {"queries": 64, "query_len": 64, "ref_len": 125 * 256 + 158, "chunk_stride": 256},
     # 128 x 511 = 65,408 programs of 733 diagonals: ~67 M line accesses; the reference takes ~25 s.
     "large": {"queries": 128, "query_len": 64, "ref_len": 511 * 512 + 158, "chunk_stride": 512},

@@ -9,13 +9,15 @@ from __future__ import annotations
 import ast
 import textwrap
 
+import numpy as np
+
 from swizzleperf import plots
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.history import Attempt, History
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.timer import speedup
 from swizzleperf.remap import logical_ids
-from swizzleperf.report import ceiling_text
+from swizzleperf.report import bounds_text, ceiling_text
 from swizzleperf.runs import RunDir
 from swizzleperf.sim.dispatch import slot_domains
 
@@ -64,16 +66,45 @@ def write_best(run: RunDir, kernel: KernelFile, best: Attempt) -> None:
     (run.best_dir / "remap.py").write_text(module)
 
 
-def write_pictures(run: RunDir, kernel: KernelFile, history: History, best: Attempt | None) -> list[str]:
+def _ranges(ids: np.ndarray, limit: int = 6) -> str:
+    """Sorted ids as "0-3, 32-35, ..." (at most `limit` runs shown)."""
+    if not ids.size:
+        return "none"
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    runs = [(int(r[0]), int(r[-1])) for r in np.split(ids, breaks)]
+    text = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs[:limit])
+    return text + (f", ... ({len(runs)} runs)" if len(runs) > limit else "")
+
+
+def grouping_sentence(logical_of_slot: np.ndarray, grid: tuple[int, ...], hw) -> str:
+    """Which logical programs a remap puts together: on die 0, or (one L2) in the first wave."""
+    domains = slot_domains(int(logical_of_slot.size), hw)
+    if hw.num_domains > 1:
+        die_of = np.empty_like(domains)
+        die_of[logical_of_slot] = domains
+        ids, where = np.flatnonzero(die_of == 0), f"die 0 of {hw.num_domains}"
+    else:
+        ids = np.sort(logical_of_slot[:hw.resident_programs_per_domain])
+        where = f"the first wave ({ids.size} programs resident at once)"
+    shape = ""
+    if len(grid) == 2 and ids.size:
+        rows, cols = ids // grid[1], ids % grid[1]
+        shape = (f" (tile rows {rows.min()}-{rows.max()}, columns {cols.min()}-{cols.max()} of "
+                 f"{grid[0]} x {grid[1]})")
+    return f"{where} runs logical programs {_ranges(ids)}{shape}"
+
+
+def write_pictures(run: RunDir, kernel: KernelFile, history: History, best: Attempt | None,
+                   best_ids: np.ndarray | None) -> list[str]:
     rec = run.record
     baseline = history.baseline()
     label = baseline.report.label if baseline and baseline.report else "L2 hit rate"
     names = [plots.plot_hit_rate(history, rec.ceiling_pct, label, run.path / "hit_rate.png").name]
-    if best is not None:
+    if best is not None and best_ids is not None:
         grid = kernel.grid(rec.size)
         consts = hook_constants(kernel, rec.hardware)
         panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts)),
-                  (f"best: {best.family}", logical_ids(best.source, kernel.hook, grid, consts))]
+                  (f"best: {best.family}", best_ids)]
         domains = slot_domains(int(panels[0][1].size), rec.hardware)
         names.append(plots.plot_tile_map(panels, domains, grid, rec.hardware.num_domains,
                                          run.path / "tiles.png").name)
@@ -88,7 +119,7 @@ def _row(a: Attempt) -> str:
     return f"| {a.iteration} | {a.origin} | `{a.family}` | {hit} | {a.seconds:.1f} | {verdict} |"
 
 
-def write_report(run: RunDir, history: History, pictures: list[str]) -> None:
+def write_report(run: RunDir, history: History, pictures: list[str], grouping: str | None = None) -> None:
     rec = run.record
     best = history.best()
     baseline = history.baseline()
@@ -105,6 +136,9 @@ def write_report(run: RunDir, history: History, pictures: list[str]) -> None:
                 f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points"
                 + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
                    is not None else ")."), ""]
+        out += [f"Bounds: {bounds_text(best.report)}.", ""]
+        if grouping:
+            out += [f"Where the best remap puts programs: {grouping}.", ""]
         if best.report.timing and baseline.report.timing:
             ratio, low, high = speedup(baseline.report.timing, best.report.timing)
             out += [f"Time ({best.report.timing.source} median, L2 {best.report.timing.l2_state}): "
@@ -133,6 +167,10 @@ def write_report(run: RunDir, history: History, pictures: list[str]) -> None:
 
 def write_all(run: RunDir, kernel: KernelFile, history: History) -> None:
     best = history.best()
+    best_ids, grouping = None, None
     if best is not None:
         write_best(run, kernel, best)
-    write_report(run, history, write_pictures(run, kernel, history, best))
+        grid = kernel.grid(run.record.size)
+        best_ids = logical_ids(best.source, kernel.hook, grid, hook_constants(kernel, run.record.hardware))
+        grouping = grouping_sentence(best_ids, grid, run.record.hardware)
+    write_report(run, history, write_pictures(run, kernel, history, best, best_ids), grouping)

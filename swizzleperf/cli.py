@@ -306,13 +306,19 @@ def runs_list(runs_dir: Path = RunsDirOpt) -> None:
 def runs_show(run_ref: str = typer.Argument("latest", metavar="RUN"), runs_dir: Path = RunsDirOpt) -> None:
     """The run's settings and its attempts table."""
     from swizzleperf.render import attempts_table
+    from swizzleperf.report import bounds_text
     from swizzleperf.runs import RunDir, find_run
     run = RunDir.open(find_run(run_ref, runs_dir))
     r = run.record
     console.print(f"[bold]{r.run_id}[/] {r.status} ({r.status_detail})\n  kernel {r.kernel.path} size {r.size}\n"
                   f"  hardware {r.hardware.name}; profiler {r.profiler}; proposer {r.proposer} seed {r.seed}\n"
                   f"  ranking: {r.ranking_rule}")
-    console.print(attempts_table(run.load_history(), "Attempts"))
+    history = run.load_history()
+    console.print(attempts_table(history, "Attempts"))
+    best = history.best()
+    if best is not None:
+        console.print(f"best: {best.family} (iteration {best.iteration}), {best.report.metric_name} "
+                      f"{best.report.hit_pct:.2f}% {best.report.label}; {bounds_text(best.report)}")
     console.print(f"report: {run.path / 'report.md'}")
 
 

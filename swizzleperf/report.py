@@ -26,6 +26,20 @@ def ceiling_text(ceiling_pct: float | None) -> str:
     return f"ceiling {ceiling_pct:.2f}%"
 
 
+def bounds_text(report: "BottleneckReport") -> str:
+    """The ceiling and the achievable bound in one sentence, and how close the fetches are to the minimum."""
+    parts = [ceiling_text(report.ceiling_pct) + (" (every read-only sector fetched once, every read reaching "
+                                                 "the L2)" if report.ceiling_pct is not None else "")]
+    if report.achievable_pct is not None:
+        parts.append(f"achievable {report.achievable_pct:.2f}% (the best balanced assignment of programs to dies "
+                     f"found, caches big enough for every first touch)")
+    if report.unique_lines is not None and report.accesses is not None and report.hits is not None:
+        fetched = report.accesses - report.hits
+        parts.append(f"the L2 fetched {fetched:,} vs {report.unique_lines:,} compulsory "
+                     f"({fetched / max(report.unique_lines, 1):.2f}x)")
+    return "; ".join(parts)
+
+
 class _ReadsItsOwnJSON(BaseModel):
     """Computed fields are written for people reading the JSON; drop them when reading it back."""
 

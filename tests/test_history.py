@@ -32,3 +32,31 @@ def test_within_the_spread_the_higher_hit_rate_wins_and_untimed_runs_rank_by_hit
     assert [a.iteration for a in History([baseline, overlapping, faster]).ranked()] == [1, 2, 0]
     untimed = History([_attempt(0, 10.0, None, origin="baseline"), _attempt(1, 30.0, None), _attempt(2, 20.0, None)])
     assert [a.iteration for a in untimed.ranked()] == [1, 2, 0]
+
+
+def test_the_grouping_sentence_names_what_die_0_runs():
+    import numpy as np
+
+    from swizzleperf.artifacts import grouping_sentence
+    from swizzleperf.hardware import PRESETS
+
+    # XCD-contiguous on 8 dies: slot w -> logical (w % 8) * 4 + w // 8, so die 0 runs logical 0-3
+    slots = np.arange(32)
+    contiguous = (slots % 8) * 4 + slots // 8
+    assert grouping_sentence(contiguous, (32,), PRESETS["mi300x"]) == "die 0 of 8 runs logical programs 0-3"
+    assert grouping_sentence(slots, (4, 8), PRESETS["mi300x"]) == (
+        "die 0 of 8 runs logical programs 0, 8, 16, 24 (tile rows 0-3, columns 0-0 of 4 x 8)")
+    # one L2: the first wave (132 SMs x 2) of a reversed order
+    sentence = grouping_sentence(np.arange(300)[::-1].copy(), (300,), PRESETS["h100"])
+    assert sentence == "the first wave (264 programs resident at once) runs logical programs 36-299"
+
+
+def test_bounds_text_says_how_close_the_fetches_are_to_the_minimum():
+    from swizzleperf.report import bounds_text
+
+    report = BottleneckReport(source="sim", hardware="mi300x", kernel="k", size="s", hit_pct=50.0, ceiling_pct=75.0,
+                              achievable_pct=70.0, accesses=400, hits=200, unique_lines=100)
+    assert bounds_text(report) == (
+        "ceiling 75.00% (every read-only sector fetched once, every read reaching the L2); achievable 70.00% "
+        "(the best balanced assignment of programs to dies found, caches big enough for every first touch); "
+        "the L2 fetched 200 vs 100 compulsory (2.00x)")

@@ -74,6 +74,8 @@ def test_optimize_writes_a_complete_run_and_leaves_the_kernel_alone(small_softma
     assert applied != small_softmax.read_text() and "def softmax_kernel(" in applied
     report = (run.path / "report.md").read_text()
     assert f"**Best: `{best.family}`" in report and "| 3 | search |" in report
+    assert f"Bounds: ceiling {best.report.ceiling_pct:.2f}%" in report and "achievable" in report
+    assert "Where the best remap puts programs: die 0 of 8 runs logical programs" in report
     for png in ("hit_rate.png", "tiles.png"):
         assert (run.path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -67,6 +67,9 @@ def describe_profile(report: BottleneckReport, spec: HardwareSpec) -> str:
     if report.ceiling_pct is not None:
         head += (f"; ceiling {report.ceiling_pct:.2f}% (the best any remap can reach: every read-only line "
                  f"or sector fetched once in the whole GPU); headroom {report.ceiling_pct - report.hit_pct:.2f} points")
+    if report.achievable_pct is not None and spec.num_domains > 1:
+        head += (f"; achievable {report.achievable_pct:.2f}% (the best balanced assignment of programs to "
+                 f"{die}s a partitioner found)")
     lines.append(head + ".")
     fetched = [d.unique_lines for d in report.per_domain]
     if report.unique_lines and len(fetched) > 1 and all(u is not None for u in fetched):
