@@ -79,16 +79,13 @@ class SimProfiler:
     def _compute_achievable(self, kernel: KernelFile, size: str, ceiling_pct: float | None) -> tuple[float | None, str]:
         if self.hw.num_domains == 1:
             return ceiling_pct, "achievable = ceiling: one shared L2, so every assignment of programs shares it"
+        from swizzleperf.bounds.achievable import achievable_bound
+        from swizzleperf.bounds.partition import PartitionerMissing
+
         try:
-            from swizzleperf.bounds.achievable import achievable_bound
-            from swizzleperf.bounds.partition import PartitionerFailed, PartitionerMissing
-        except ImportError as exc:  # pragma: no cover - the module is part of the package
+            found = achievable_bound(prepare(self.trace(kernel, size)), self.hw)
+        except PartitionerMissing as exc:
             return None, f"achievable bound n/a: {exc}"
-        try:
-            pct, bound, _ = achievable_bound(prepare(self.trace(kernel, size)), self.hw)
-        except (PartitionerMissing, PartitionerFailed) as exc:
-            return None, f"achievable bound n/a: {exc}"
-        return pct, (f"achievable = the read hit rate of the best balanced assignment of programs to the "
-                     f"{self.hw.num_domains} dies found ({bound.tool}, {bound.seconds:.1f} s), with caches big "
-                     f"enough that only first touches miss: {bound.fetches:,} fetches vs {bound.min_fetches:,} on "
-                     f"one cache")
+        return found.hit_pct, (f"achievable = the read hit rate of the best balanced assignment of programs to the "
+                               f"{self.hw.num_domains} dies found ({found.how}), with caches big enough that only "
+                               f"first touches miss: {found.fetches:,} fetches vs {found.min_fetches:,} on one cache")
