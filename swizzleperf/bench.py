@@ -444,9 +444,9 @@ def row_cells(result: KernelResult, separator: str) -> list[str]:
 
 def _header(report: BenchReport) -> str:
     hw = report.hardware
-    return (f"L2 hit rates {report.label} on {hw.name} ({report.hardware_reason}; profiler: "
+    return (f"L2 read hit rates {report.label} on {hw.name} ({report.hardware_reason}; profiler: "
             f"{report.profiler_reason}). Proposer {report.proposer}, {report.iterations} iterations per kernel, "
-            f"seed {report.seed}; ranked by L2 hit rate. Other sizes: the best remap re-validated (bijectivity on "
+            f"seed {report.seed}; ranked by L2 read hit rate. Other sizes: the best remap re-validated (bijectivity on "
             f"that size's grid, correctness on {report.correctness_device}) and re-profiled beside the kernel's own "
             f"remap; the simulator takes sizes up to {report.max_sim_accesses / 1e6:g} M line accesses (exact when "
             f"cached, else estimated from the run's accesses per program) with a "
@@ -482,7 +482,7 @@ def rich_table(report: BenchReport, width: int = _FULL_TABLE_WIDTH) -> Table:
     columns = _NARROW_COLUMNS if narrow else _SHORT_COLUMNS
     caption = ("other sizes: in the lines above and in bench.md. " if narrow else
                "iter, s: iterations and seconds to the best attempt. ")
-    table = Table(title=f"swizzleperf bench on {report.hardware.name}: L2 hit rates {report.label}",
+    table = Table(title=f"swizzleperf bench on {report.hardware.name}: L2 read hit rates {report.label}",
                   title_justify="left", caption_justify="left",
                   caption=f"{caption}Total wall time {report.total_seconds:.1f} s.")
     for col in columns:
@@ -515,7 +515,7 @@ def plot_bench(report: BenchReport, path: Path) -> Path:
     ax.set_xticks(x, [f"{k.kernel}\n({k.size})" for k in rows], fontsize=8)
     ax.set_ylim(0, 112)  # room for the legend above 100 %
     ax.set_yticks(range(0, 101, 20))
-    ax.set_ylabel(f"L2 hit rate, % ({report.label})", fontsize=9)
+    ax.set_ylabel(f"L2 read hit rate, % ({report.label})", fontsize=9)
     ax.set_title(f"swizzleperf bench on {report.hardware.name}: {report.proposer}, {report.iterations} iterations "
                  f"per kernel, {report.total_seconds / 60:.1f} min", fontsize=10)
     ax.grid(axis="y", alpha=0.3)

@@ -43,7 +43,7 @@ def plot_hit_rate(history: History, ceiling_pct: float | None, label: str, path:
         ax.axhline(ceiling_pct, color="#2ca02c", ls="--", lw=1.2, label=f"ceiling {ceiling_pct:.1f}%")
     ax.set_xlabel("iteration")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel(f"L2 hit rate, % ({label})")
+    ax.set_ylabel(f"L2 read hit rate, % ({label})")
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)

@@ -308,7 +308,7 @@ def to_markdown(report: SweepReport) -> str:
     lines = [
         f"# Attention mappings on {report.hardware.name}: {report.kernel}",
         "",
-        f"L2 hit rates {report.label} (hardware: {report.hardware_reason}). {_base_text(report)}. "
+        f"L2 read hit rates {report.label} (hardware: {report.hardware_reason}). {_base_text(report)}. "
         f"The swizzled mappings pin one KV group (group = heads / K/V heads) per die. Shapes above "
         f"{report.access_cap / 1e6:g} M line accesses are skipped ({skipped} of {len(report.cells)}). "
         f"Wall time {report.total_seconds:.1f} s.",
@@ -326,7 +326,7 @@ _SHORT = {"naive block-first": "block-first", "naive head-first": "head-first",
 
 def rich_table(report: SweepReport) -> Table:
     """The table for a terminal: short headers, hit rates only."""
-    table = Table(title=f"{report.kernel} on {report.hardware.name}: L2 hit rate, % ({report.label})",
+    table = Table(title=f"{report.kernel} on {report.hardware.name}: L2 read hit rate, % ({report.label})",
                   title_justify="left", caption_justify="left",
                   caption=f"block-first, head-first: naive; sw.: swizzled, one KV group per die. {_base_text(report)}. "
                           f"Wall time {report.total_seconds:.1f} s.")
@@ -377,8 +377,8 @@ def plot_heatmaps(report: SweepReport, path: Path) -> Path:
             ax.set_title(title if row == 0 else "", fontsize=9)
             ax.set_xlabel("seq" if row == len(panels) - 1 else "", fontsize=8)
             ax.set_ylabel(f"heads\nbatch {batch}, {grid.kv_label(kv)}" if col == 0 else "", fontsize=7)
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="L2 hit rate, %")
-    fig.suptitle(f"{report.kernel}: L2 hit rate per mapping, {report.label}; grey: skipped", fontsize=10)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="L2 read hit rate, %")
+    fig.suptitle(f"{report.kernel}: L2 read hit rate per mapping, {report.label}; grey: skipped", fontsize=10)
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
