@@ -88,13 +88,13 @@ SIZES = {
     "tiny": {"M": 3, "N": 2500},     # 3 x 3 = 9 programs; the last column block is ragged
     "small": {"M": 12, "N": 9000},   # 12 x 9 = 108 programs
     # A 4 MB operand (one XCD's whole L2) broadcast over 32 rows: 32 x 977 = 31,264 programs,
-    # each 32 lines of a, b, c and out: 4.0 M line accesses, 31,250 of b's 1.0 M unique, so the
-    # ceiling is 24 %. 977 tile columns is odd, so under the identity every XCD fetches all of b and
-    # sweeps 977 programs x 16 KB = 15.6 MB between two reads of a block. The simulator (mi300x
-    # preset) predicts L2 hit rates of 0.0 % for the identity and for XCD-contiguous rows (each
-    # XCD runs 4 whole rows, so all of b, in turn), and 24.2 % for XCD-contiguous over a
-    # column-major order (each XCD owns ~122 tile columns, 0.5 MB of b, and runs their rows
-    # together), the ceiling.
+    # each 32 lines of a, b, c and out: 3.0 M line reads, of which 2.03 M are compulsory (all of a
+    # and c, b once), so the read ceiling is 32.3 %. 977 tile columns is odd, so under the identity
+    # every XCD fetches all of b and sweeps 977 programs x 16 KB = 15.6 MB between two reads of a
+    # block. The simulator (mi300x preset) predicts L2 read hit rates of 0.0 % for the identity and
+    # for XCD-contiguous rows (each XCD runs 4 whole rows, so all of b, in turn), and 32.3 % for
+    # XCD-contiguous over a column-major order (each XCD owns ~122 tile columns, 0.5 MB of b, and
+    # runs their rows together), the ceiling.
     "medium": {"M": 32, "N": 1_000_000},
     "large": {"M": 64, "N": 2_000_000},
 }

@@ -6,10 +6,13 @@ from swizzleperf.history import RANKING_RULE, Attempt, History, StageResult
 from swizzleperf.report import BottleneckReport, Timing
 
 
-def _attempt(iteration: int, hit_pct: float, times: tuple[float, float, float] | None, origin="search") -> Attempt:
+def _attempt(iteration: int, hit_pct: float, times: tuple[float, float, float] | None, origin="search",
+             lookups: int | None = None) -> Attempt:
     timing = None if times is None else Timing(median_ms=times[1], p20_ms=times[0], p80_ms=times[2], repeats=100,
                                                l2_state="flushed")
-    report = BottleneckReport(source="ncu", hardware="h100", kernel="k", size="s", hit_pct=hit_pct, timing=timing)
+    hits = None if lookups is None else round(lookups * hit_pct / 100)
+    report = BottleneckReport(source="ncu", hardware="h100", kernel="k", size="s", hit_pct=hit_pct, timing=timing,
+                              accesses=lookups, hits=hits)
     return Attempt(iteration=iteration, origin=origin, family=f"f{iteration}", source="src", diff="",
                    stages=[StageResult(stage="profile", ok=True, detail="ok", seconds=0.0)], report=report,
                    started_at=datetime.now(timezone.utc), seconds=0.0)
@@ -23,6 +26,16 @@ def test_a_measurably_slower_remap_never_outranks_the_kernels_own():
     assert history.best() is baseline
     assert [a.iteration for a in history.ranked()] == [0, 1]
     assert "measurably slower" in RANKING_RULE and "read hit rate" in RANKING_RULE
+
+
+def test_fewer_fetches_win_over_a_higher_hit_rate_of_more_lookups():
+    # spmv on mi300x (sim): XCD-contiguous lets each CU's L1 catch more, so the L2 sees half the reads
+    # at a lower hit rate (60.33 % of 1,775,772) but fetches half as much as the identity (64.46 % of
+    # 3,734,212)
+    identity = _attempt(0, 64.46, None, origin="baseline", lookups=3_734_212)
+    contiguous = _attempt(1, 60.33, None, lookups=1_775_772)
+    assert History([identity, contiguous]).best() is contiguous
+    assert "fewer first" in RANKING_RULE
 
 
 def test_within_the_spread_the_higher_hit_rate_wins_and_untimed_runs_rank_by_hit_rate():
