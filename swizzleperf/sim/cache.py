@@ -3,8 +3,8 @@
 The simulator replays tens of millions of line accesses per candidate remap, so one access must
 cost a few dozen instructions and touch little memory. State per set:
 
-- `ways` tags, each the full line address (-1 = empty). Storing the whole line keeps the tag
-  correct for any set-index function.
+- `ways` tags, each the full line address (-1 = empty), with the way's valid-sector mask in its
+  low 8 bits. Storing the whole line keeps the tag correct for any set-index function.
 - for up to 16 ways, the recency order packed as 4-bit way numbers in one 64-bit word: nibble 0
   is the most recently used way, nibble `ways-1` the victim. A hit moves its way's nibble to the
   front; a miss refills the victim's way and moves it to the front. Empty ways start at the back
@@ -12,7 +12,7 @@ cost a few dozen instructions and touch little memory. State per set:
 - above 16 ways (no room for the order in one word) the tags themselves are kept in recency
   order and a hit moves its tag to the front. Same results, more data moved per access.
 
-- per way, a bit mask of the line's valid sectors. NVIDIA tags 128-byte lines but fills 32-byte
+- the valid-sector mask: NVIDIA tags 128-byte lines but fills 32-byte
   sectors: a lookup asks for some sectors of a line and hits on those already valid. A tag miss
   evicts the LRU line and starts the new one with only the sectors asked for. Where a line is
   one sector (AMD), the mask is a single bit.
@@ -47,6 +47,11 @@ _U33 = np.uint64(33)
 
 PACKED_MAX_WAYS = 16  # 16 nibbles fill one 64-bit recency word
 _NIBBLE = np.int64(15)
+# A way's entry is (line << 8) | valid-sector mask: one word per way, so a lookup touches one array
+# (the simulator is bound by its own memory traffic). Lines must stay below 2**55; -1 is empty.
+_VALID_BITS = np.int64(8)
+_VALID_MASK = np.int64(255)
+MAX_LINE = 2**55
 
 
 @numba.njit(cache=True, nogil=True)
@@ -77,7 +82,7 @@ def set_of(line, scheme, num_sets, set_bits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _lookup_packed(tags, recency, valid, s, line, mask, ways):
+def _lookup_packed(tags, recency, s, line, mask, ways):
     """One lookup of `line`'s sectors `mask` in set `s` (recency packed in `recency[s]`).
 
     Returns the sectors of the line that were valid before (0 on a tag miss); afterwards the line
@@ -85,11 +90,11 @@ def _lookup_packed(tags, recency, valid, s, line, mask, ways):
     order = recency[s]
     way = -1
     for w in range(ways):
-        if tags[s, w] == line:
+        if tags[s, w] >> _VALID_BITS == line:
             way = w
             break
     if way >= 0:
-        prior = valid[s, way]
+        prior = tags[s, way] & _VALID_MASK
         pos = 0
         while ((order >> (4 * pos)) & _NIBBLE) != way:
             pos += 1
@@ -97,9 +102,8 @@ def _lookup_packed(tags, recency, valid, s, line, mask, ways):
         prior = 0
         pos = ways - 1
         way = (order >> (4 * pos)) & _NIBBLE
-        tags[s, way] = line
-        valid[s, way] = 0
-    valid[s, way] |= mask
+        tags[s, way] = line << _VALID_BITS
+    tags[s, way] |= mask
     # nibbles below `pos` move up by one, `way` goes to nibble 0, nibbles above `pos` stay
     below = order & ((np.int64(1) << (4 * pos)) - 1)
     above = order & ((np.int64(-1) << (4 * pos)) << 4)  # two shifts: 4 * (pos + 1) may be 64
@@ -108,29 +112,27 @@ def _lookup_packed(tags, recency, valid, s, line, mask, ways):
 
 
 @numba.njit(cache=True, nogil=True)
-def _lookup_ordered(tags, valid, s, line, mask, ways):
-    """`_lookup_packed` for a set whose tags (and sector masks) are kept most-recent first."""
+def _lookup_ordered(tags, s, line, mask, ways):
+    """`_lookup_packed` for a set whose entries are kept most-recent first."""
     pos = ways - 1
-    prior = 0
+    entry = line << _VALID_BITS
     for w in range(ways):
-        if tags[s, w] == line:
+        if tags[s, w] >> _VALID_BITS == line:
             pos = w
-            prior = valid[s, w]
+            entry = tags[s, w]
             break
     for w in range(pos, 0, -1):
         tags[s, w] = tags[s, w - 1]
-        valid[s, w] = valid[s, w - 1]
-    tags[s, 0] = line
-    valid[s, 0] = prior | mask
-    return prior
+    tags[s, 0] = entry | mask
+    return entry & _VALID_MASK
 
 
 @numba.njit(cache=True, nogil=True)
-def lookup(tags, recency, valid, s, line, mask, ways):
+def lookup(tags, recency, s, line, mask, ways):
     """Look up (and fill) sectors `mask` of `line` in set `s`; returns the sectors that were valid."""
     if ways <= PACKED_MAX_WAYS:
-        return _lookup_packed(tags, recency, valid, s, line, mask, ways)
-    return _lookup_ordered(tags, valid, s, line, mask, ways)
+        return _lookup_packed(tags, recency, s, line, mask, ways)
+    return _lookup_ordered(tags, s, line, mask, ways)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -144,7 +146,7 @@ def first_touch(seen_bits, line_id):
 
 
 @numba.njit(cache=True, nogil=True)
-def access_range(lines, start, stop, tags, recency, valid, scheme, num_sets, set_bits, ways,
+def access_range(lines, start, stop, tags, recency, scheme, num_sets, set_bits, ways,
                  line_ids, seen_bits, hit_flags):
     """Replay whole-line accesses `lines[start:stop]` in order; returns (hits, compulsory misses).
 
@@ -159,7 +161,7 @@ def access_range(lines, start, stop, tags, recency, valid, scheme, num_sets, set
     compulsory = 0
     for k in range(start, stop):
         s = set_of(lines[k], scheme, num_sets, set_bits)
-        hit = lookup(tags, recency, valid, s, lines[k], np.uint8(1), ways) != 0
+        hit = lookup(tags, recency, s, lines[k], 1, ways) != 0
         if hit:
             hits += 1
         elif count_compulsory:
@@ -201,16 +203,15 @@ class CacheGeometry:
         """(scheme, num_sets, set_bits, ways): what the numba kernels take."""
         return SET_INDEX[self.set_index], self.num_sets, self.set_bits, self.ways
 
-    def empty_state(self, copies: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def empty_state(self, copies: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """`copies` cold caches stacked set after set (copy c owns sets c*num_sets ...): (tags
-        int64[copies*num_sets, ways] all -1, recency int64[copies*num_sets], valid sector masks
-        uint8[copies*num_sets, ways])."""
+        int64[copies*num_sets, ways] all -1, recency int64[copies*num_sets])."""
         sets = copies * self.num_sets
         tags = np.full((sets, self.ways), -1, dtype=np.int64)
         # nibble i holds way i: empty ways are evicted from the highest down, all before any filled way
         initial = sum(w << (4 * w) for w in range(min(self.ways, PACKED_MAX_WAYS)))
         recency = np.full(sets, initial, dtype=np.uint64).view(np.int64)  # bit pattern
-        return tags, recency, np.zeros((sets, self.ways), dtype=np.uint8)
+        return tags, recency
 
 
 def set_indices(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
@@ -238,8 +239,8 @@ def set_indices(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
 def simulate_stream(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
     """Replay one access stream through one cold cache; bool[len(lines)], True where it hit."""
     lines = np.ascontiguousarray(lines, dtype=np.int64)
-    if lines.size and lines.min() < 0:
-        raise ValueError("line addresses must be non-negative")
+    if lines.size and (lines.min() < 0 or lines.max() >= MAX_LINE):
+        raise ValueError(f"line addresses must be non-negative and below 2**55")
     hit_flags = np.zeros(lines.shape[0], dtype=np.bool_)
     no_line_ids, no_seen_bits = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64)  # the engine's types
     access_range(lines, 0, lines.shape[0], *geometry.empty_state(), *geometry.kernel_args, no_line_ids, no_seen_bits,

@@ -26,7 +26,7 @@ import numpy as np
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.hardware import MiB, HardwareSpec
 from swizzleperf.report import BottleneckReport, DomainStats
-from swizzleperf.sim.cache import HASH, CacheGeometry, first_touch, lookup, set_of
+from swizzleperf.sim.cache import HASH, MAX_LINE, CacheGeometry, first_touch, lookup, set_of
 from swizzleperf.sim.dispatch import as_permutation, domain_queues, simulated_domains
 
 if TYPE_CHECKING:
@@ -176,8 +176,9 @@ def _prepare(trace: "Trace") -> PreparedTrace:
     lines = np.ascontiguousarray(trace.lines, dtype=np.int64)
     if lines.ndim != 1:
         raise TraceCaptureError(f"malformed trace: lines must be 1D, got shape {lines.shape}; re-capture the trace")
-    if lines.size and lines.min() < 0:
-        raise TraceCaptureError("malformed trace: line addresses must be non-negative (byte address // line_bytes)")
+    if lines.size and (lines.min() < 0 or lines.max() >= MAX_LINE):
+        raise TraceCaptureError("malformed trace: line addresses must be non-negative (byte address // line_bytes) "
+                                "and below 2**55")
     event_offsets = _offsets("event_offsets", trace.event_offsets, 0, lines.shape[0])
     program_offsets = _offsets("program_offsets", trace.program_offsets, 0, event_offsets.shape[0] - 1)
     if lines.shape[0] >= 2**31:
@@ -230,27 +231,26 @@ def _issue_event(start, stop, cu, lines, masks, is_store, line_ids, l2, l2_geome
     Loads look up the CU's L1 first (when modelled) and send the sectors it lacks to the L2; L2
     read misses are fetched from the next level. Stores go straight to the L2, which allocates the
     written sectors without fetching them (a write lookup always hits), and leave the L1 alone."""
-    l2_tags, l2_recency, l2_valid = l2
+    l2_tags, l2_recency = l2
     scheme, num_sets, set_bits, ways = l2_geometry
-    l1_tags, l1_recency, l1_valid = l1
+    l1_tags, l1_recency = l1
     l1_sets, l1_set_bits, l1_ways = l1_geometry
     for k in range(start, stop):
         line = lines[k]
         mask = masks[k]
         if is_store[k]:
-            lookup(l2_tags, l2_recency, l2_valid, set_of(line, scheme, num_sets, set_bits), line, mask, ways)
+            lookup(l2_tags, l2_recency, set_of(line, scheme, num_sets, set_bits), line, mask, ways)
             counts[WRITE_LOOKUPS] += _popcount(mask)
             continue
         if l1_sets > 0:
             s1 = cu * l1_sets + set_of(line, HASH, l1_sets, l1_set_bits)
-            in_l1 = lookup(l1_tags, l1_recency, l1_valid, s1, line, mask, l1_ways) & mask
+            in_l1 = lookup(l1_tags, l1_recency, s1, line, mask, l1_ways) & mask
             counts[L1_LOOKUPS] += _popcount(mask)
             counts[L1_HITS] += _popcount(in_l1)
             mask &= ~in_l1
             if mask == 0:
                 continue
-        in_l2 = lookup(l2_tags, l2_recency, l2_valid, set_of(line, scheme, num_sets, set_bits), line, mask,
-                       ways) & mask
+        in_l2 = lookup(l2_tags, l2_recency, set_of(line, scheme, num_sets, set_bits), line, mask, ways) & mask
         counts[READ_LOOKUPS] += _popcount(mask)
         counts[READ_HITS] += _popcount(in_l2)
         missed = mask & ~in_l2
