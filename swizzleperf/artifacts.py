@@ -156,7 +156,7 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
                 f"{rec.usage.completion_tokens} completion tokens" +
                 (f", ${rec.usage.cost_usd:.4f}" if rec.usage.cost_usd is not None else ""), ""]
     out += [f"![{name}]({name})" for name in pictures] + [""]
-    out += ["| # | origin | family | L2 hit % | seconds | verdict |", "|---|---|---|---|---|---|"]
+    out += ["| # | origin | family | L2 read hit % | seconds | verdict |", "|---|---|---|---|---|---|"]
     out += [_row(a) for a in history.attempts]
     if best is not None:
         out += ["", "## Best remap", "", "```python", best.source.rstrip(), "```", "",

@@ -55,7 +55,7 @@ class LibraryEntry(BaseModel):
         label = "predicted by the simulator" if self.numbers_from == "sim" else f"measured with {self.numbers_from}"
         base = f" (baseline {self.baseline_hit_pct:.2f}%" if self.baseline_hit_pct is not None else " ("
         ceiling = f", ceiling {self.ceiling_pct:.2f}%)" if self.ceiling_pct is not None else ")"
-        return (f"{self.family} from {self.kernel} (size {self.size}) on {self.hardware}: L2 hit {self.hit_pct:.2f}% "
+        return (f"{self.family} from {self.kernel} (size {self.size}) on {self.hardware}: L2 read hit {self.hit_pct:.2f}% "
                 f"{label}{base}{ceiling}")
 
 

@@ -115,7 +115,7 @@ def verdict_text(attempt: Attempt) -> Text:
 def attempts_table(history: History, title: str) -> Table:
     best = history.best()
     table = Table(title=title, title_justify="left")
-    for col, justify in (("#", "right"), ("origin", "left"), ("family", "left"), ("L2 hit %", "right"),
+    for col, justify in (("#", "right"), ("origin", "left"), ("family", "left"), ("L2 read hit %", "right"),
                          ("s", "right"), ("verdict", "left")):
         table.add_column(col, justify=justify)
     for a in history.attempts:

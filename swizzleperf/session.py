@@ -102,7 +102,7 @@ class ConsoleObserver(Observer):
             best = history.best()
             star = " [bold yellow]★ best[/]" if best is not None and best.iteration == attempt.iteration else ""
             self.console.print(
-                f"[green]✓[/] #{attempt.iteration:<3} {escape(attempt.family):<38} L2 hit [bold]{r.hit_pct:6.2f}%[/]"
+                f"[green]✓[/] #{attempt.iteration:<3} {escape(attempt.family):<38} {r.metric_name} [bold]{r.hit_pct:6.2f}%[/]"
                 f"{base}, {ceiling_text(r.ceiling_pct)}){star} [dim]{attempt.seconds:.1f}s[/]", highlight=False)
         else:
             failure = attempt.failure
@@ -188,9 +188,11 @@ def _summarise(console: Console, run: RunDir, history: History) -> None:
     if best and baseline and best.report and baseline.report:
         label = best.report.label
         console.print(
-            f"[bold]L2 hit rate, {label}[/]: baseline {baseline.report.hit_pct:.2f}% -> best "
+            f"[bold]{best.report.metric_name} rate, {label}[/]: baseline {baseline.report.hit_pct:.2f}% -> best "
             f"[bold green]{best.report.hit_pct:.2f}%[/] ({best.family}, iteration {best.iteration}); "
-            f"{ceiling_text(rec.ceiling_pct)}", highlight=False)
+            f"{ceiling_text(rec.ceiling_pct)}"
+            + (f"; achievable {best.report.achievable_pct:.2f}%" if best.report.achievable_pct is not None else ""),
+            highlight=False)
     if best and baseline and best.report and baseline.report and best.report.timing and baseline.report.timing:
         from swizzleperf.profilers.timer import speedup
         ratio, low, high = speedup(baseline.report.timing, best.report.timing)
