@@ -50,15 +50,15 @@ class Achievable:
     how: str
 
 
-def achievable_bound(prepared: PreparedTrace, hw: HardwareSpec, seed: int = 0, time_limit: float = 20.0,
-                     attempts: int = 1, preset: str = "default", max_pins: int = 1_000_000) -> Achievable:
+def achievable_bound(prepared: PreparedTrace, hw: HardwareSpec, seed: int = 0, time_limit: float = 10.0,
+                     attempts: int = 1, preset: str = "default", max_pins: int = 50_000_000) -> Achievable:
     """The achievable multi-die bound of `prepared` on `hw`'s dies.
 
     The dispatcher's own assignment (program p on die p % N) is achievable too: where it already
-    fetches every sector once, where the hypergraph has more than `max_pins` pins, or where
-    Mt-KaHyPar runs past `time_limit`, it is the answer. One
-    run of the default preset keeps this to seconds on the suite's default sizes; more attempts and
-    the quality presets find better assignments on grids (benchmarks/bench_partition.py)."""
+    fetches every sector once, where the trace has more than `max_pins` (program, sector) reads (a
+    memory guard), or where Mt-KaHyPar runs past `time_limit`, it is the answer. One run of the
+    default preset takes 0.5-3 s on most of the suite's default sizes (spmv's gather runs past 10 s);
+    more attempts and the quality presets find better assignments on grids (bench_partition.py)."""
     spl = hw.sectors_per_line
     offsets, nets, num_nets = read_only_nets(prepared, spl)
     reads = prepared.bounds(spl).read_sectors
