@@ -82,8 +82,10 @@ def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: Can
             break
         best = history.best().report
         if record.stop_at_ceiling and best.at_ceiling:
-            reason = (f"the best remap reaches the ceiling ({best.ceiling_pct:.2f}%) or fetches only what every "
-                      f"remap must (compulsory misses): no remap can do better")
+            reason = (f"the best remap reaches the ceiling ({best.ceiling_pct:.2f}%): no remap can do better"
+                      if best.hit_pct >= best.ceiling_pct - 1e-9 else
+                      f"the best remap fetches only the compulsory misses ({best.unique_lines:,}): no remap can fetch "
+                      f"less (its hit rate stays below the ceiling because the L1 serves some reads)")
             break
         since_best = _attempts_since_best(history)
         if since_best >= record.patience:
