@@ -112,7 +112,7 @@ def test_bad_candidates_become_recorded_failures_and_the_loop_goes_on(small_soft
     assert "import" in reasons[2]
     assert "both map to" in reasons[3] and "never produced" in reasons[3]
     assert history.best().iteration == 4
-    assert run.record.status_detail.startswith("the best remap reaches the ceiling")
+    assert run.record.status_detail.startswith("the best remap fetches only the compulsory misses")
     # what the next proposal would be shown: the failures with their reasons
     views = history.views()
     assert any(v.stage == "bijectivity" and "both map to" in v.reason for v in views)
@@ -172,7 +172,7 @@ def test_the_loop_stops_once_the_best_reaches_the_ceiling(small_softmax, tmp_pat
     best = history.best().report
     assert best.at_ceiling and best.accesses - best.hits == best.unique_lines  # only compulsory fetches
     assert len(history) == history.best().iteration + 1 < 11  # nothing tried after it
-    assert run.record.status_detail.startswith("the best remap reaches the ceiling")
+    assert run.record.status_detail.startswith("the best remap fetches only the compulsory misses")
 
 
 def test_write_is_the_only_way_the_kernel_changes(small_softmax, tmp_path, monkeypatch):
