@@ -59,10 +59,8 @@ def cmd_compare(args) -> int:
 
     from swizzleperf.fidelity.compare import compare_kernel
     from swizzleperf.fidelity.records import Measurement
-    from swizzleperf.hardware import PRESETS
-    from swizzleperf.kernel import load_kernel
-
     from swizzleperf.hardware import resolve
+    from swizzleperf.kernel import load_kernel
 
     measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
     hw, _ = resolve(args.hardware)

@@ -14,7 +14,7 @@ import numpy as np
 
 from swizzleperf.bounds.partition import PartitionerFailed, partition_bound
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf.sim.engine import PreparedTrace
+from swizzleperf.sim.prepared import PreparedTrace
 
 
 def read_only_nets(prepared: PreparedTrace, sectors_per_line: int) -> tuple[np.ndarray, np.ndarray, int]:
