@@ -240,7 +240,7 @@ def simulate_stream(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
     """Replay one access stream through one cold cache; bool[len(lines)], True where it hit."""
     lines = np.ascontiguousarray(lines, dtype=np.int64)
     if lines.size and (lines.min() < 0 or lines.max() >= MAX_LINE):
-        raise ValueError(f"line addresses must be non-negative and below 2**55")
+        raise ValueError("line addresses must be non-negative and below 2**55")
     hit_flags = np.zeros(lines.shape[0], dtype=np.bool_)
     no_line_ids, no_seen_bits = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint64)  # the engine's types
     access_range(lines, 0, lines.shape[0], *geometry.empty_state(), *geometry.kernel_args, no_line_ids, no_seen_bits,
