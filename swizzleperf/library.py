@@ -43,6 +43,7 @@ class LibraryEntry(BaseModel):
     baseline_hit_pct: float | None
     ceiling_pct: float | None
     numbers_from: str       # "sim" (a prediction), "ncu", "rocprofv3"
+    metric: str = "all"     # what hit_pct counts: "read" lookups, or "all" (entries before the read/write split)
     proven_grids: list[list[int]]
     created_at: datetime
 
@@ -55,7 +56,8 @@ class LibraryEntry(BaseModel):
         label = "predicted by the simulator" if self.numbers_from == "sim" else f"measured with {self.numbers_from}"
         base = f" (baseline {self.baseline_hit_pct:.2f}%" if self.baseline_hit_pct is not None else " ("
         ceiling = f", ceiling {self.ceiling_pct:.2f}%)" if self.ceiling_pct is not None else ")"
-        return (f"{self.family} from {self.kernel} (size {self.size}) on {self.hardware}: L2 read hit {self.hit_pct:.2f}% "
+        what = "L2 read hit" if self.metric == "read" else "L2 hit (reads and writes)"
+        return (f"{self.family} from {self.kernel} (size {self.size}) on {self.hardware}: {what} {self.hit_pct:.2f}% "
                 f"{label}{base}{ceiling}")
 
 
@@ -141,7 +143,8 @@ def entry_from_run(run: RunDir, name: str, kernel_hook: HookSignature) -> Librar
         source=_rename_function(source, kernel_hook.name, name), kernel=rec.kernel.name,
         kernel_sha256=rec.kernel.sha256, size=rec.size, hardware=rec.hardware.name,
         num_domains=rec.hardware.num_domains, run_id=rec.run_id, iteration=best.iteration,
-        hit_pct=best.report.hit_pct, baseline_hit_pct=rec.baseline_hit_pct, ceiling_pct=rec.ceiling_pct,
+        hit_pct=best.report.hit_pct, metric=best.report.metric, baseline_hit_pct=rec.baseline_hit_pct,
+        ceiling_pct=rec.ceiling_pct,
         numbers_from=best.report.source, proven_grids=grids, created_at=datetime.now(timezone.utc))
 
 

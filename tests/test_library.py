@@ -56,6 +56,9 @@ def test_export_writes_an_importable_package_with_provenance(softmax_run, librar
     entry = library.get("softmax_rows_mi300x")
     best = run.load_history().best()
     assert entry.family == best.family and entry.hit_pct == best.report.hit_pct and entry.numbers_from == "sim"
+    assert entry.metric == "read" and f"L2 read hit {entry.hit_pct:.2f}% predicted by the simulator" in entry.summary()
+    older = entry.model_copy(update={"metric": "all"})  # entries exported before the read/write split
+    assert "L2 hit (reads and writes)" in older.summary()
     assert entry.run_id == run.record.run_id and entry.params == ["pid", "num_pids", "NUM_XCDS"]
     assert [64 * 4] in entry.proven_grids and [97] in entry.proven_grids  # declared and extra grids checked
     module = (library.root / "softmax_rows_mi300x.py").read_text()
