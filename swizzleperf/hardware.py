@@ -118,13 +118,16 @@ class HardwareSpec(BaseModel):
     def describe(self) -> str:
         """The one-line hardware text the method puts in front of the proposer."""
         l2 = self.l2_bytes_per_domain / MiB
+        l1 = f"; each CU has a {self.l1_bytes_per_cu // 1024} KB L1 for loads" if self.l1_bytes_per_cu else ""
         if self.dispatch.policy == "round_robin":
             chunk = "" if self.dispatch.chunk == 1 else f" in chunks of {self.dispatch.chunk}"
             how = f"programs are dispatched round-robin to the {self.num_domains} L2 domains{chunk}"
             return (f"{self.name}: {self.num_domains} L2 domains (XCDs), each with {self.cus_per_domain} "
-                    f"CUs and a private {l2:g} MB L2 ({self.l2_ways}-way, {self.line_bytes} B lines); {how}.")
-        return (f"{self.name}: {self.cus_per_domain} SMs sharing one {l2:g} MB L2 ({self.line_bytes} B lines); "
-                f"programs start in increasing id order, so the remap changes which tiles share a wave.")
+                    f"CUs and a private {l2:g} MB L2 ({self.l2_ways}-way, {self.line_bytes} B lines){l1}; {how}.")
+        sectors = f" of {self.sector_bytes} B sectors" if self.sectors_per_line > 1 else ""
+        return (f"{self.name}: {self.cus_per_domain} SMs sharing one {l2:g} MB L2 ({self.line_bytes} B lines{sectors})"
+                f"{l1.replace('CU', 'SM')}; programs start in increasing id order, so the remap changes which tiles "
+                f"share a wave.")
 
 
 KiB = 1024

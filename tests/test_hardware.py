@@ -73,7 +73,8 @@ def test_default_without_gpu_is_mi300x():
 def test_describe_is_the_methods_hardware_sentence():
     text = PRESETS["mi300x"].describe()
     assert "8 L2 domains" in text and "38 CUs" in text and "4 MB L2" in text and "round-robin" in text
-    assert "one 50 MB L2" in PRESETS["h100"].describe()
+    assert "one 50 MB L2 (128 B lines of 32 B sectors); each SM has a 224 KB L1" in PRESETS["h100"].describe()
+    assert "each CU has a 32 KB L1 for loads" in text
 
 
 class _Props:
