@@ -14,15 +14,12 @@ import numpy as np
 
 from swizzleperf.bounds.partition import PartitionerFailed, partition_bound
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf.sim.prepared import PreparedTrace
+from swizzleperf.sim.prepared import PreparedTrace, read_only_masks
 
 
 def read_only_nets(prepared: PreparedTrace, sectors_per_line: int) -> tuple[np.ndarray, np.ndarray, int]:
     """(offsets over programs, net ids, number of net ids): the read-only sectors each program reads."""
-    masks = prepared.masks_for(sectors_per_line)
-    written = np.zeros(prepared.unique_lines, dtype=np.uint8)
-    np.bitwise_or.at(written, prepared.line_ids[prepared.is_store], masks[prepared.is_store])
-    read_only = np.where(prepared.is_store, 0, masks & ~written[prepared.line_ids]).astype(np.uint8)
+    read_only = read_only_masks(prepared, sectors_per_line)
     bits = np.unpackbits(read_only[:, None], axis=1, bitorder="little")[:, :sectors_per_line].astype(bool)
     access, sector = np.nonzero(bits)  # row-major: accesses in trace order, so programs stay contiguous
     nets = prepared.line_ids[access].astype(np.int64) * sectors_per_line + sector

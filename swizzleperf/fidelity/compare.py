@@ -14,14 +14,10 @@ import numpy as np
 from swizzleperf.fidelity.records import MeasuredKernel, MeasuredRemap
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
+from swizzleperf.profilers.ncu import DRAM_READ, OCCUPANCY_LIMITS, READ_HIT, READ_MISS
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.report import BottleneckReport
 
-READ_HIT = "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum"
-READ_MISS = "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
-DRAM_READ = "dram__bytes_read.sum"
-OCCUPANCY_LIMITS = ("launch__occupancy_limit_blocks", "launch__occupancy_limit_registers",
-                    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps")
 CARVEOUT = "launch__shared_mem_config_size"
 
 
@@ -74,10 +70,6 @@ class KernelComparison:
     @property
     def rank_correlation(self) -> float | None:
         return spearman([r.measured_read_pct for r in self.remaps], [r.predicted_read_pct for r in self.remaps])
-
-    @property
-    def dram_rank_correlation(self) -> float | None:
-        return spearman([r.measured_dram_bytes for r in self.remaps], [r.predicted_dram_bytes for r in self.remaps])
 
     @property
     def dram_mean_abs_rel_error(self) -> float:

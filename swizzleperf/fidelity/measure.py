@@ -23,6 +23,7 @@ from swizzleperf.families import FamilyInstance
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
 from swizzleperf.fidelity.records import MeasuredKernel, MeasuredRemap, Measurement
+from swizzleperf.profilers import ncu
 from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
 from swizzleperf.profilers.runner import (
     child_env, find_tool, kernel_name_regex, launched_kernel_names, run_tool, write_candidate)
@@ -30,21 +31,12 @@ from swizzleperf.proposers.search import candidate_space
 
 # The SM-side L2 traffic split by operation (what a swizzle changes is read reuse; writes allocate
 # without a fetch), L1's filtering of global loads, DRAM traffic, and what sets occupancy.
-METRICS = (
-    "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
-    "lts__t_sectors_srcunit_tex_op_write_lookup_hit.sum", "lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum",
-    "lts__t_sectors_srcunit_tex_lookup_hit.sum", "lts__t_sectors_srcunit_tex_lookup_miss.sum",
-    "lts__t_sectors_lookup_hit.sum", "lts__t_sectors_lookup_miss.sum",
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum",
-    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-    "dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum",
-    "launch__occupancy_limit_blocks", "launch__occupancy_limit_registers",
-    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps",
-    "launch__shared_mem_config_size", "launch__shared_mem_per_block_static",
-    "launch__shared_mem_per_block_dynamic", "launch__registers_per_thread", "launch__block_size",
-    "launch__grid_size", "sm__warps_active.avg.pct_of_peak_sustained_active",
-)
+METRICS = (ncu.READ_HIT, ncu.READ_MISS, ncu.WRITE_HIT, ncu.WRITE_MISS, ncu.TEX_HIT, ncu.TEX_MISS, ncu.LOOKUP_HIT,
+           ncu.LOOKUP_MISS, ncu.L1_HIT, ncu.L1_MISS, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+           ncu.DRAM_READ, "dram__bytes_write.sum", ncu.DURATION, *ncu.OCCUPANCY_LIMITS,
+           "launch__shared_mem_config_size", "launch__shared_mem_per_block_static",
+           "launch__shared_mem_per_block_dynamic", "launch__registers_per_thread", "launch__block_size",
+           "launch__grid_size", "sm__warps_active.avg.pct_of_peak_sustained_active")
 _UNKNOWN_METRIC = re.compile(r"Failed to find metric (\S+)")
 BEST_REMAPS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "best_remaps"
 

@@ -85,16 +85,23 @@ def resample_masks(masks: np.ndarray, have: int, want: int) -> np.ndarray:
     return table[masks]
 
 
-def _trace_bounds(prepared: PreparedTrace, sectors_per_line: int) -> TraceBounds:
+def read_only_masks(prepared: PreparedTrace, sectors_per_line: int) -> np.ndarray:
+    """uint8[n_accesses]: each load's sectors that the kernel never writes (0 for stores). Written
+    sectors are allocated without a fetch, so only these can cost a fetch: the ceiling's and the
+    achievable bound's unit."""
     masks = prepared.masks_for(sectors_per_line)
-    counts = _POPCOUNT[masks]
-    loads = ~prepared.is_store
     written = np.zeros(prepared.unique_lines, dtype=np.uint8)
     np.bitwise_or.at(written, prepared.line_ids[prepared.is_store], masks[prepared.is_store])
-    read = np.zeros(prepared.unique_lines, dtype=np.uint8)
-    np.bitwise_or.at(read, prepared.line_ids[loads], masks[loads])
-    return TraceBounds(trace_accesses=prepared.accesses, read_sectors=int(counts[loads].sum()), write_sectors=int(counts[prepared.is_store].sum()),
-                       read_only_unique=int(_POPCOUNT[read & ~written].sum()))
+    return np.where(prepared.is_store, 0, masks & ~written[prepared.line_ids]).astype(np.uint8)
+
+
+def _trace_bounds(prepared: PreparedTrace, sectors_per_line: int) -> TraceBounds:
+    counts = _POPCOUNT[prepared.masks_for(sectors_per_line)]
+    read_only = np.zeros(prepared.unique_lines, dtype=np.uint8)
+    np.bitwise_or.at(read_only, prepared.line_ids, read_only_masks(prepared, sectors_per_line))
+    return TraceBounds(trace_accesses=prepared.accesses, read_sectors=int(counts[~prepared.is_store].sum()),
+                       write_sectors=int(counts[prepared.is_store].sum()),
+                       read_only_unique=int(_POPCOUNT[read_only].sum()))
 
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
