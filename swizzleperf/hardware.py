@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from swizzleperf.errors import HardwareSpecError
+from swizzleperf.measured_layouts import first_wave_sequence, sm_partition
 
 MiB = 1024 * 1024
 
@@ -32,6 +33,10 @@ class Dispatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     policy: Literal["round_robin", "in_order"]
     chunk: int = Field(1, ge=1, description="consecutive ids sent to one domain per turn")
+    first_wave: list[int] | None = Field(
+        None, description="the CU/SM each successive program of a domain's first wave starts on, as measured "
+                          "(benchmarks/probe_l2_partitions.py); a CU recurs once per program it takes; "
+                          "None: 0, 1, 2, ... round and round")
 
 
 class HardwareSpec(BaseModel):
@@ -47,6 +52,12 @@ class HardwareSpec(BaseModel):
         None, gt=0, description="L2 lookup and fill granularity (NVIDIA: 32-byte sectors of a 128-byte line); "
                                 "None: the whole line")
     l2_ways: int = Field(16, ge=1, le=64)
+    l2_partitions: int = Field(
+        1, ge=1, le=8, description="NVIDIA A100/H100: the L2 is split in partitions; an SM looks up its near one, "
+                                   "which keeps copies of lines homed in the other, and a near miss is served by "
+                                   "the line's home partition before DRAM")
+    cu_partition: list[int] | None = Field(
+        None, description="the L2 partition each CU/SM is near (measured); None: contiguous equal blocks")
     set_index: Literal["hash", "modulo", "xor_fold"] = Field(
         "hash", description="how a line address picks its L2 set: the real functions are unpublished; 'hash' "
                             "spreads addresses like hardware hashing does, 'modulo' and 'xor_fold' show the "
@@ -78,6 +89,16 @@ class HardwareSpec(BaseModel):
         if sector & (sector - 1) or self.line_bytes % sector or self.line_bytes // sector > 8:
             raise ValueError(f"sector_bytes must be a power of two dividing line_bytes ({self.line_bytes}) into at "
                              f"most 8 sectors, got {self.sector_bytes}")
+        if self.l2_bytes_per_domain % (per_set * self.l2_partitions):
+            raise ValueError(f"l2_bytes_per_domain ({self.l2_bytes_per_domain}) must split into {self.l2_partitions} "
+                             f"partitions of whole sets ({per_set} B each)")
+        if self.cu_partition is not None and (len(self.cu_partition) != self.cus_per_domain
+                                              or not all(0 <= p < self.l2_partitions for p in self.cu_partition)):
+            raise ValueError(f"cu_partition must give each of the {self.cus_per_domain} CUs a partition in "
+                             f"0..{self.l2_partitions - 1}")
+        wave = self.dispatch.first_wave
+        if wave is not None and set(wave) != set(range(self.cus_per_domain)):
+            raise ValueError(f"dispatch.first_wave must name every CU 0..{self.cus_per_domain - 1} and no other")
         if self.l1_bytes_per_cu % (self.line_bytes * self.l1_ways):
             raise ValueError(f"l1_bytes_per_cu ({self.l1_bytes_per_cu}) must be a multiple of line_bytes * l1_ways "
                              f"({self.line_bytes * self.l1_ways})")
@@ -86,6 +107,25 @@ class HardwareSpec(BaseModel):
     @property
     def num_sets(self) -> int:
         return self.l2_bytes_per_domain // (self.line_bytes * self.l2_ways)
+
+    @property
+    def partition_of_cu(self) -> list[int]:
+        """The L2 partition each CU is near (all 0 where the L2 is not partitioned)."""
+        if self.cu_partition is not None:
+            return self.cu_partition
+        return [cu * self.l2_partitions // self.cus_per_domain for cu in range(self.cus_per_domain)]
+
+    def first_wave_cus(self) -> list[int]:
+        """The CU each of a domain's first `resident_programs_per_domain` programs starts on: the measured
+        sequence with each CU's visits beyond `programs_per_cu` left out (repeated if it runs short)."""
+        sequence = self.dispatch.first_wave or list(range(self.cus_per_domain))
+        taken, wave = [0] * self.cus_per_domain, []
+        while len(wave) < self.resident_programs_per_domain:
+            for cu in sequence:
+                if taken[cu] < self.programs_per_cu:
+                    taken[cu] += 1
+                    wave.append(cu)
+        return wave
 
     @property
     def resident_programs_per_domain(self) -> int:
@@ -138,6 +178,9 @@ _CDNA3 = dict(vendor="amd", num_domains=8, l2_bytes_per_domain=4 * MiB, line_byt
 # carve-out (ncu launch__shared_mem_config_size on an H100), which leaves 224 KB of L1.
 _HOPPER = dict(vendor="nvidia", num_domains=1, line_bytes=128, sector_bytes=32, l2_ways=16,
                dispatch=Dispatch(policy="in_order"), unified_l1_bytes_per_cu=256 * KiB, l1_bytes_per_cu=224 * KiB)
+# GH100 with 132 SMs (H100 SXM, H200): two L2 partitions; SM sides and scheduler order as measured on an H100
+_GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"),
+                  dispatch=Dispatch(policy="in_order", first_wave=first_wave_sequence("h100")))
 
 PRESETS: dict[str, HardwareSpec] = {
     spec.name: spec
@@ -151,13 +194,18 @@ PRESETS: dict[str, HardwareSpec] = {
         HardwareSpec(name="mi355x", cus_per_domain=32, **{**_CDNA3, "l1_bytes_per_cu": 32 * KiB},
                      source="AMD CDNA4 white paper: 8 XCDs x 32 CUs, 4 MB L2 per XCD, 32 KB vector L1 per CU, "
                             "256 MB Infinity Cache"),
-        HardwareSpec(name="h100", cus_per_domain=132, l2_bytes_per_domain=50 * MiB, next_level="HBM3", **_HOPPER,
-                     source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 (two partitions, modelled as one), 128 B lines of "
-                            "four 32 B sectors, 256 KB L1/shared per SM (Hopper tuning guide); associativity "
-                            "unpublished, 16 (L2) and 4 (L1) assumed"),
-        HardwareSpec(name="h200", cus_per_domain=132, l2_bytes_per_domain=60 * MiB, next_level="HBM3e", **_HOPPER,
+        HardwareSpec(name="h100", cus_per_domain=132, l2_bytes_per_domain=50 * MiB, next_level="HBM3",
+                     **{**_HOPPER, **_GH100_132},
+                     source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 in two partitions, 128 B lines of four 32 B sectors, "
+                            "256 KB L1/shared per SM (Hopper tuning guide, A100/H100 whitepapers); which SMs are near "
+                            "which partition and the scheduler's SM order measured on an H100 "
+                            "(benchmarks/probe_l2_partitions.py); associativity unpublished, 16 (L2) and 4 (L1) "
+                            "assumed"),
+        HardwareSpec(name="h200", cus_per_domain=132, l2_bytes_per_domain=60 * MiB, next_level="HBM3e",
+                     **{**_HOPPER, **_GH100_132},
                      source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "
-                            "otherwise as H100; associativity unpublished, 16 (L2) and 4 (L1) assumed"),
+                            "otherwise as H100, SM layout as measured on an H100 (not verified on an H200); "
+                            "associativity unpublished, 16 (L2) and 4 (L1) assumed"),
         HardwareSpec(name="gb10", cus_per_domain=48, l2_bytes_per_domain=24 * MiB, next_level="LPDDR5x",
                      **{**_HOPPER, "unified_l1_bytes_per_cu": 128 * KiB, "l1_bytes_per_cu": 96 * KiB},
                      source="NVIDIA GB10: 48 SMs, 24 MB L2, 128 KB L1/shared per SM (Blackwell consumer SM); "
@@ -254,11 +302,14 @@ def detect(device: int = 0) -> HardwareSpec | None:
             cus_per_domain=max(1, props.multi_processor_count // xccs), l2_bytes_per_domain=per_xcd,
             dispatch=Dispatch(policy="round_robin"), l1_bytes_per_cu=_CDNA3["l1_bytes_per_cu"],
             source=f"{props.name}: {xccs} XCDs ({how}), L2 {per_xcd // MiB} MB per XCD from torch")
-    sets_unit = 128 * 16
+    sms = props.multi_processor_count
     hopper = getattr(props, "major", 0) == 9  # the L1/shared sizes are Hopper's; elsewhere the L1 is not modelled
+    layout = _GH100_132 if hopper and sms == len(_GH100_132["cu_partition"]) else {}
+    sets_unit = 128 * 16 * layout.get("l2_partitions", 1)
     return HardwareSpec(
-        name=f"local-{props.name.replace(' ', '-').lower()}", cus_per_domain=props.multi_processor_count,
+        name=f"local-{props.name.replace(' ', '-').lower()}", cus_per_domain=sms,
         l2_bytes_per_domain=l2 // sets_unit * sets_unit,
-        **(_HOPPER if hopper else {**_HOPPER, "unified_l1_bytes_per_cu": None, "l1_bytes_per_cu": 0}),
-        source=f"{props.name}: {props.multi_processor_count} SMs, L2 {l2 / MiB:g} MB from torch"
+        **(_HOPPER if hopper else {**_HOPPER, "unified_l1_bytes_per_cu": None, "l1_bytes_per_cu": 0}) | layout,
+        source=f"{props.name}: {sms} SMs, L2 {l2 / MiB:g} MB from torch"
+               + ("; two L2 partitions, SM layout as measured on an H100" if layout else "; L2 modelled as one")
                + ("" if hopper else "; not a Hopper GPU: L1 not modelled"))

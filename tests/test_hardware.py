@@ -46,6 +46,9 @@ def test_full_json_spec_file(tmp_path):
     ("base: mi300x\nl2_bytes_per_domain: 1000000\n", "whole number of sets"),
     ("base: mi300x\ncolour: blue\n", "colour"),
     ("base: mi300x\ndispatch: {policy: sideways}\n", "dispatch.policy"),
+    ("base: h100\ncu_partition: [0, 1]\n", "cu_partition must give each of the 132 CUs"),
+    ("base: h100\nl2_partitions: 3\n", "must split into 3 partitions"),
+    ("base: h100\ndispatch: {policy: in_order, first_wave: [0, 1, 500]}\n", "must name every CU"),
     ("base: mi999\n", "base 'mi999' is not a preset"),
     ("- just\n- a list\n", "must hold a mapping"),
     ("name: [unclosed\n", "not valid YAML"),
@@ -97,6 +100,9 @@ def test_detect_cuda_reads_torch_properties(monkeypatch):
     assert spec.dispatch.policy == "in_order" and "132 SMs" in spec.source
     # Hopper: 32 B sectors and the unified L1 (224 KB once a kernel's minimum carve-out is taken)
     assert (spec.sector_bytes, spec.l1_bytes_per_cu, spec.unified_l1_bytes_per_cu) == (32, 224 * 2**10, 256 * 2**10)
+    # 132 SMs: a GH100 with the measured two-partition layout
+    assert (spec.l2_partitions, spec.cu_partition) == (2, hardware.PRESETS["h100"].cu_partition)
+    assert "two L2 partitions" in spec.source
     _fake_gpu(monkeypatch, _Props("NVIDIA A100", 108, 40 * 2**20, major=8), hip=None)
     other = hardware.detect()
     assert other.l1_bytes_per_cu == 0 and "L1 not modelled" in other.source
@@ -124,3 +130,16 @@ def test_a_kernels_occupancy_lowers_the_residency_and_never_raises_it():
     one = mi300x.with_occupancy(1)
     assert (one.programs_per_cu, one.resident_programs_per_domain, one.name) == (1, 38, "mi300x")
     assert mi300x.programs_per_cu == 2  # the preset itself is untouched
+
+
+def test_the_h100_layout_is_the_measured_one_and_fills_the_first_wave_evenly():
+    h100 = hardware.PRESETS["h100"]
+    assert h100.l2_partitions == 2 and sorted(set(h100.cu_partition)) == [0, 1] and sum(h100.cu_partition) == 66
+    assert h100.cu_partition[:8] == [0, 0, 1, 1, 1, 1, 1, 1]  # SM pairs (TPCs) share a side
+    for per_sm in (1, 4, 12, 16, 20):  # 20: beyond the measured 16 per SM, the sequence repeats
+        wave = h100.model_copy(update={"programs_per_cu": per_sm}).first_wave_cus()
+        assert len(wave) == 132 * per_sm and all(wave.count(sm) == per_sm for sm in range(132))
+    assert h100.first_wave_cus()[:10] == [128, 129, 130, 131, 124, 125, 126, 127, 0, 1]
+    # without a measured sequence: CU 0, 1, 2, ... round and round
+    plain = hardware.PRESETS["mi300x"].model_copy(update={"programs_per_cu": 2})
+    assert plain.first_wave_cus()[:40] == list(range(38)) + [0, 1]

@@ -20,7 +20,9 @@ def oracle_set(line: int, num_sets: int, scheme: str) -> int:
         x ^= x >> 33
         x = (x * 0xC4CEB9FE1A85EC53) & mask
         x ^= x >> 33
-        return x % num_sets
+        if num_sets & (num_sets - 1) == 0:
+            return x % num_sets
+        return (x >> 32) * num_sets >> 32  # the high half scaled onto the sets (no division)
     bits = num_sets.bit_length() - 1
     folded = 0
     while line and bits:

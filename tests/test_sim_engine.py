@@ -47,14 +47,17 @@ def make_trace(programs: list[list[list[int]]], stores: set[tuple[int, int]] = f
 
 
 def make_spec(num_domains=8, sets=4, ways=2, set_index="modulo", policy="round_robin", chunk=1,
-              resident=2, cus=None, l1_sets=0, l1_ways=2, sector_bytes=None) -> HardwareSpec:
-    """`resident` programs per domain on `cus` CUs (default: one program per CU)."""
+              resident=2, cus=None, l1_sets=0, l1_ways=2, sector_bytes=None, partitions=1, cu_partition=None,
+              first_wave=None) -> HardwareSpec:
+    """`resident` programs per domain on `cus` CUs (default: one program per CU); `sets` per partition."""
     cus = cus or resident
     return HardwareSpec.model_validate({
         **PRESETS["mi300x"].model_dump(), "name": "test", "num_domains": num_domains,
-        "cus_per_domain": cus, "programs_per_cu": resident // cus, "l2_bytes_per_domain": sets * ways * LINE,
-        "l2_ways": ways, "set_index": set_index, "dispatch": {"policy": policy, "chunk": chunk},
-        "l1_bytes_per_cu": l1_sets * l1_ways * LINE, "l1_ways": l1_ways, "sector_bytes": sector_bytes})
+        "cus_per_domain": cus, "programs_per_cu": resident // cus,
+        "l2_bytes_per_domain": partitions * sets * ways * LINE, "l2_ways": ways, "set_index": set_index,
+        "dispatch": {"policy": policy, "chunk": chunk, "first_wave": first_wave}, "l2_partitions": partitions,
+        "cu_partition": cu_partition, "l1_bytes_per_cu": l1_sets * l1_ways * LINE, "l1_ways": l1_ways,
+        "sector_bytes": sector_bytes})
 
 
 def no_l1(hw: HardwareSpec) -> HardwareSpec:
@@ -62,6 +65,18 @@ def no_l1(hw: HardwareSpec) -> HardwareSpec:
 
 
 # --- the oracle: the documented dispatch model, written plainly ------------------------------------
+def oracle_first_wave(hw: HardwareSpec) -> list[int]:
+    """Walk the measured first-wave sequence (or 0..cus-1) again and again, giving each CU at most
+    programs_per_cu programs, until every resident position has a CU."""
+    sequence = hw.dispatch.first_wave or list(range(hw.cus_per_domain))
+    wave = []
+    while len(wave) < hw.cus_per_domain * hw.programs_per_cu:
+        for cu in sequence:
+            if wave.count(cu) < hw.programs_per_cu:
+                wave.append(cu)
+    return wave
+
+
 def oracle_domain_streams(programs, program_for_slot, hw, detail=False) -> list[list]:
     """Per domain, the line stream its CUs issue; with `detail`, (cu, program, event, line) items."""
     domains = 1 if hw.dispatch.policy == "in_order" else hw.num_domains
@@ -82,13 +97,14 @@ def oracle_domain_streams(programs, program_for_slot, hw, detail=False) -> list[
             return None
 
         rotation = [start_next() for _ in range(hw.cus_per_domain * hw.programs_per_cu)]
+        cu_of = oracle_first_wave(hw)
         stream = []
         while any(rotation):
             for position, running in enumerate(rotation):
-                if running:  # a position keeps its CU: position i runs on CU i % cus
+                if running:  # a position keeps the CU it started on
                     program, e, event = running.popleft()
-                    stream.extend((position % hw.cus_per_domain, program, e, line) if detail else line
-                                  for line in event)
+                    cu = cu_of[position]
+                    stream.extend((cu, program, e, line) if detail else line for line in event)
                     if not running:
                         rotation[position] = start_next()
         streams.append(stream)
@@ -110,20 +126,52 @@ class OracleCache:
         return present & sectors
 
 
+def oracle_home(line: int, partitions: int) -> int:
+    """The home partition of a line: fmix64 of the line xor a salt, high half scaled onto the partitions."""
+    mask = 2**64 - 1
+    x = line ^ 0x5851F42D4C957F2D
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & mask
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & mask
+    x ^= x >> 33
+    return (x >> 32) * partitions >> 32
+
+
+class OraclePartitionedL2:
+    """One L2 cache per partition; an SM asks its near one, which gets what it lacks from the line's home."""
+
+    def __init__(self, hw: HardwareSpec):
+        self.partitions = hw.l2_partitions
+        self.caches = [OracleCache(hw.num_sets // self.partitions, hw.l2_ways, hw.set_index)
+                       for _ in range(self.partitions)]
+
+    def access(self, near: int, line: int, sectors: set) -> tuple[set, set]:
+        """(sectors valid near before, sectors valid in no partition before)."""
+        in_near = self.caches[near].lookup(line, sectors)
+        missing = sectors - in_near
+        home = oracle_home(line, self.partitions)
+        if missing and home != near:
+            missing -= self.caches[home].lookup(line, missing)
+        return in_near, missing
+
+
 def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None):
-    """Per domain: (L2 read lookups, read hits, first fetches, write lookups, L1 lookups, L1 hits), in
-    sectors, from the definitions: loads through the CU's L1, then L2; stores allocate in the L2."""
+    """Per domain: (L2 read lookups, read hits, first fetches, write lookups, L1 lookups, L1 hits, DRAM
+    fetches), in sectors, from the definitions: loads through the CU's L1, then its near L2 partition and
+    the line's home; stores allocate in the L2."""
     spl = hw.sectors_per_line
     out = []
     for stream in oracle_domain_streams(programs, program_for_slot, hw, detail=True):
-        l2 = OracleCache(hw.num_sets, hw.l2_ways, hw.set_index)
+        l2 = OraclePartitionedL2(hw)
         l1 = [OracleCache(hw.l1_sets, hw.l1_ways, "hash") for _ in range(hw.cus_per_domain)]
-        fetched, c = set(), dict(reads=0, hits=0, first=0, writes=0, l1=0, l1_hits=0)
+        fetched, c = set(), dict(reads=0, hits=0, first=0, writes=0, l1=0, l1_hits=0, dram=0)
         for cu, program, e, line in stream:
             fine = masks[line] if masks else 0b1111  # 32 B sectors of the 128 B line
             sectors = {s for s in range(spl) if any(fine >> b & 1 for b in range(s * 4 // spl, (s + 1) * 4 // spl))}
+            near = hw.partition_of_cu[cu]
             if (program, e) in stores:
-                l2.lookup(line, sectors)
+                l2.access(near, line, sectors)
                 c["writes"] += len(sectors)
                 continue
             if hw.l1_bytes_per_cu:
@@ -132,18 +180,19 @@ def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None
                 sectors -= in_l1
                 if not sectors:
                     continue
-            hit = l2.lookup(line, sectors)
-            c["reads"], c["hits"] = c["reads"] + len(sectors), c["hits"] + len(hit)
+            hit, from_dram = l2.access(near, line, sectors)
+            c["reads"], c["hits"], c["dram"] = c["reads"] + len(sectors), c["hits"] + len(hit), c["dram"] + len(from_dram)
             new = {(line, s) for s in sectors - hit} - fetched
             c["first"] += len(new)
             fetched |= new
-        out.append((c["reads"], c["hits"], c["first"], c["writes"], c["l1"], c["l1_hits"]))
+        out.append((c["reads"], c["hits"], c["first"], c["writes"], c["l1"], c["l1_hits"], c["dram"]))
     return out
 
 
 def engine_counts(result):
-    from swizzleperf.sim.engine import FIRST_FETCHES, L1_HITS, L1_LOOKUPS, READ_HITS, READ_LOOKUPS, WRITE_LOOKUPS
-    order = (READ_LOOKUPS, READ_HITS, FIRST_FETCHES, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS)
+    from swizzleperf.sim.engine import (DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, READ_HITS, READ_LOOKUPS,
+                                        WRITE_LOOKUPS)
+    order = (READ_LOOKUPS, READ_HITS, FIRST_FETCHES, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, DRAM_FETCHES)
     return [tuple(int(c[i]) for i in order) for c in result.counts]
 
 
@@ -173,6 +222,13 @@ CONFIGS = {
                                               l1_ways=2, sector_bytes=32),
     "inorder-res2-sectors64-no-l1": make_spec(1, sets=2, ways=4, policy="in_order", resident=2, sector_bytes=64),
     "rr2-res3-l1-17way-l2": make_spec(2, sets=3, ways=17, resident=3, cus=1, l1_sets=1, l1_ways=3),
+    # NVIDIA's partitioned L2: near partitions from a measured-style SM layout, a scheduler fill order
+    "inorder-2parts-res8-4cus-l1-sectors": make_spec(1, sets=2, ways=4, policy="in_order", resident=8, cus=4,
+                                                     l1_sets=1, l1_ways=2, sector_bytes=32, partitions=2,
+                                                     cu_partition=[1, 0, 0, 1],
+                                                     first_wave=[2, 0, 2, 3, 1, 0, 2]),
+    "inorder-3parts-res6-hash": make_spec(1, sets=3, ways=2, set_index="hash", policy="in_order", resident=6,
+                                          cus=3, partitions=3),
 }
 
 
@@ -180,7 +236,7 @@ CONFIGS = {
 def test_matches_oracle_on_random_traces_and_remaps(name):
     hw = CONFIGS[name]
     rng = np.random.default_rng(sorted(CONFIGS).index(name))
-    totals = np.zeros(6, dtype=int)
+    totals = np.zeros(7, dtype=int)
     for _ in range(6):
         programs = random_programs(rng, int(rng.integers(1, 41)), line_range=int(rng.integers(4, 80)))
         stores = {(p, e) for p, program in enumerate(programs) for e in range(len(program)) if rng.random() < 0.2}
@@ -192,6 +248,8 @@ def test_matches_oracle_on_random_traces_and_remaps(name):
             totals += np.array(expected).sum(axis=0)
     assert totals[1] > 0 and totals[3] > 0, "the random traces must produce read hits and writes to compare"
     assert (totals[5] > 0) == bool(hw.l1_bytes_per_cu), "L1 hits exactly where an L1 is modelled"
+    far_hits = totals[0] - totals[1] - totals[6]  # near misses that another partition served
+    assert (far_hits > 0) == (hw.l2_partitions > 1), "far hits exactly where the L2 is partitioned"
 
 
 def test_matches_oracle_when_rotation_drains_unevenly():
@@ -300,9 +358,19 @@ def test_a_pure_stream_has_no_hits():
 def test_every_program_reading_one_tile_reaches_the_ceiling_on_one_l2():
     tile = list(range(1000, 1008))
     trace = make_trace([[tile, tile[:4]] for _ in range(100)])  # 12 accesses per program
-    one_l2 = simulate(trace, np.arange(100), no_l1(PRESETS["h100"]))  # whole lines: 4 sectors each
-    assert one_l2.read_hits == 4 * (1200 - 8)
+    one_l2 = simulate(trace, np.arange(100), no_l1(PRESETS["h100"]).model_copy(update={"l2_partitions": 1,
+                                                                                           "cu_partition": None}))
+    assert one_l2.read_hits == 4 * (1200 - 8)  # whole lines: 4 sectors each
     assert one_l2.hit_pct == pytest.approx(one_l2.ceiling_pct)
+    # the H100's two partitions: a line first read on its home side misses once more on the other side
+    # (a far hit); first read on the other side, the fetch fills its home too. DRAM serves each sector once.
+    h100 = no_l1(PRESETS["h100"])
+    first_side = h100.partition_of_cu[h100.first_wave_cus()[0]]
+    far_hits = sum(oracle_home(line, 2) == first_side for line in tile)
+    assert 0 < far_hits < len(tile)  # this tile has lines homed on both sides
+    two = simulate(trace, np.arange(100), h100)
+    assert (two.read_hits, two.bytes_fetched) == (4 * (1200 - 8 - far_hits), 32 * 32)
+    assert two.hit_pct < two.ceiling_pct
     # eight dies each fetch the tile once: the ceiling (one fetch in the whole GPU) is out of reach
     dies = simulate(trace, np.arange(100), no_l1(PRESETS["mi300x"]))
     assert dies.read_hits == 1200 - 8 * 8

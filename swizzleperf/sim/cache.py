@@ -35,7 +35,7 @@ from swizzleperf.hardware import HardwareSpec
 # --- set-index functions -----------------------------------------------------------------------
 MODULO = 0  # set = line % num_sets: the textbook index, any set count
 XOR_FOLD = 1  # set = XOR of the line address cut into log2(num_sets)-bit pieces (power-of-two sets)
-HASH = 2  # set = mix64(line) % num_sets: every address bit affects every set bit (any set count)
+HASH = 2  # set = mix64(line) mapped onto num_sets: every address bit affects every set bit (any set count)
 SET_INDEX = {"modulo": MODULO, "xor_fold": XOR_FOLD, "hash": HASH}
 
 # mix64: the 64-bit finaliser of MurmurHash3 (xor-shift, multiply, twice). Real GPUs hash
@@ -44,6 +44,8 @@ SET_INDEX = {"modulo": MODULO, "xor_fold": XOR_FOLD, "hash": HASH}
 MIX_MUL1 = np.uint64(0xFF51AFD7ED558CCD)
 MIX_MUL2 = np.uint64(0xC4CEB9FE1A85EC53)
 _U33 = np.uint64(33)
+_U32 = np.uint64(32)
+HOME_SALT = np.uint64(0x5851F42D4C957F2D)
 
 PACKED_MAX_WAYS = 16  # 16 nibbles fill one 64-bit recency word
 _NIBBLE = np.int64(15)
@@ -55,20 +57,40 @@ MAX_LINE = 2**55
 
 
 @numba.njit(cache=True, nogil=True)
+def _mix64(x):
+    x ^= x >> _U33
+    x *= MIX_MUL1
+    x ^= x >> _U33
+    x *= MIX_MUL2
+    x ^= x >> _U33
+    return x
+
+
+@numba.njit(cache=True, nogil=True)
+def _onto(x, n):
+    """The high 32 bits of hash `x` scaled onto 0..n-1: a multiply, not a division (n < 2**32)."""
+    return np.int64(((x >> _U32) * np.uint64(n)) >> _U32)
+
+
+@numba.njit(cache=True, nogil=True)
+def home_partition(line, partitions):
+    """The L2 partition a line's home is in: unpublished, measured balanced and with no single address
+    bit deciding it, so a hash independent of the set index (a different input to the same mixer)."""
+    if partitions == 1:
+        return 0
+    return _onto(_mix64(np.uint64(line) ^ HOME_SALT), partitions)
+
+
+@numba.njit(cache=True, nogil=True)
 def set_of(line, scheme, num_sets, set_bits):
     """The set `line` maps to. `set_bits` is log2(num_sets) for power-of-two counts, else -1."""
     if num_sets == 1:
         return 0
     if scheme == HASH:
-        x = np.uint64(line)
-        x ^= x >> _U33
-        x *= MIX_MUL1
-        x ^= x >> _U33
-        x *= MIX_MUL2
-        x ^= x >> _U33
-        if set_bits >= 0:  # a mask, not a division, for the usual power-of-two set counts
+        x = _mix64(np.uint64(line))
+        if set_bits >= 0:  # the low bits for the usual power-of-two set counts
             return np.int64(x & np.uint64(num_sets - 1))
-        return np.int64(x % np.uint64(num_sets))
+        return _onto(x, num_sets)
     if scheme == XOR_FOLD:
         mask = num_sets - 1
         folded = 0
@@ -228,7 +250,9 @@ def set_indices(lines: np.ndarray, geometry: CacheGeometry) -> np.ndarray:
         x ^= x >> _U33
         x *= MIX_MUL2
         x ^= x >> _U33
-        return (x % np.uint64(geometry.num_sets)).astype(np.int64)
+        if geometry.set_bits >= 0:
+            return (x & np.uint64(geometry.num_sets - 1)).astype(np.int64)
+        return (((x >> _U32) * np.uint64(geometry.num_sets)) >> _U32).astype(np.int64)
     mask, folded, rest = geometry.num_sets - 1, np.zeros_like(lines), lines.copy()
     while rest.any():
         folded ^= rest & mask

@@ -8,6 +8,9 @@ that interleaves that domain's programs as `dispatch` describes and feeds `cache
 The hierarchy follows what the vendors document and the counters show (NVIDIA H100, ncu):
 loads go through the CU's L1, and only the sectors it lacks reach the L2; stores write through
 to the L2, which allocates written sectors without fetching them, so every write lookup hits.
+Where the L2 is split in partitions (A100/H100), an SM looks up its near partition; sectors it
+lacks come from the line's home partition when that is the other one (a far hit: a read miss
+on the SM's side, but no DRAM traffic) or from DRAM, and the near side keeps a copy.
 A swizzle changes read reuse, so the primary number is the L2 *read* hit rate of requests from
 the CUs; the overall rate (reads and writes) is reported beside it. The assumptions are
 repeated in every report's notes.
@@ -22,10 +25,10 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
-from swizzleperf.errors import TraceCaptureError
+from swizzleperf.errors import HardwareSpecError, TraceCaptureError
 from swizzleperf.hardware import MiB, HardwareSpec
 from swizzleperf.report import BottleneckReport, DomainStats
-from swizzleperf.sim.cache import HASH, CacheGeometry, first_touch, lookup, set_of
+from swizzleperf.sim.cache import HASH, CacheGeometry, first_touch, home_partition, lookup, set_of
 from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, prepare  # noqa: F401 (part of the engine's API)
 from swizzleperf.sim.dispatch import as_permutation, domain_queues, simulated_domains
 
@@ -34,9 +37,10 @@ if TYPE_CHECKING:
 
 
 # --- once per remap: the numba pass over one domain --------------------------------------------
-# what `_replay_domain` counts, in sectors (lines where a line is one sector)
-READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES = range(6)
-N_COUNTS = 6
+# what `_replay_domain` counts, in sectors (lines where a line is one sector); read lookups and hits
+# are the SM side's (near partition); DRAM_FETCHES are the read misses no partition could serve
+READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES, DRAM_FETCHES = range(7)
+N_COUNTS = 7
 
 
 @numba.njit(cache=True, nogil=True)
@@ -64,22 +68,39 @@ def _start_next(queue, queued, program_offsets, next_event, end_event, i):
 
 
 @numba.njit(cache=True, nogil=True)
-def _issue_event(start, stop, cu, lines, masks, is_store, line_ids, l2, l2_geometry, l1, l1_geometry,
-                 sectors_per_line, seen_bits, counts):
+def _l2_access(line, mask, near, l2, l2_geometry, partitions):
+    """Sectors `mask` of `line` from an SM near partition `near`: (valid near before, valid nowhere before).
+
+    Sectors missing near come from the line's home partition if that is another one (which keeps
+    or gets them too); the near partition keeps a copy either way. One partition: near is home."""
+    tags, recency = l2
+    scheme, num_sets, set_bits, ways = l2_geometry
+    s = set_of(line, scheme, num_sets, set_bits)
+    in_near = lookup(tags, recency, near * num_sets + s, line, mask, ways) & mask
+    missed = mask & ~in_near
+    if missed and partitions > 1:
+        home = home_partition(line, partitions)
+        if home != near:
+            missed &= ~lookup(tags, recency, home * num_sets + s, line, missed, ways)
+    return in_near, missed
+
+
+@numba.njit(cache=True, nogil=True)
+def _issue_event(start, stop, cu, lines, masks, is_store, line_ids, l2, l2_geometry, partition_of_cu, partitions,
+                 l1, l1_geometry, sectors_per_line, seen_bits, counts):
     """One load or store instruction of a program on CU `cu`: each of its lines through L1 and L2.
 
     Loads look up the CU's L1 first (when modelled) and send the sectors it lacks to the L2; L2
     read misses are fetched from the next level. Stores go straight to the L2, which allocates the
     written sectors without fetching them (a write lookup always hits), and leave the L1 alone."""
-    l2_tags, l2_recency = l2
-    scheme, num_sets, set_bits, ways = l2_geometry
     l1_tags, l1_recency = l1
     l1_sets, l1_set_bits, l1_ways = l1_geometry
+    near = partition_of_cu[cu]
     for k in range(start, stop):
         line = lines[k]
         mask = masks[k]
         if is_store[k]:
-            lookup(l2_tags, l2_recency, set_of(line, scheme, num_sets, set_bits), line, mask, ways)
+            _l2_access(line, mask, near, l2, l2_geometry, partitions)
             counts[WRITE_LOOKUPS] += _popcount(mask)
             continue
         if l1_sets > 0:
@@ -90,9 +111,10 @@ def _issue_event(start, stop, cu, lines, masks, is_store, line_ids, l2, l2_geome
             mask &= ~in_l1
             if mask == 0:
                 continue
-        in_l2 = lookup(l2_tags, l2_recency, set_of(line, scheme, num_sets, set_bits), line, mask, ways) & mask
+        in_l2, from_dram = _l2_access(line, mask, near, l2, l2_geometry, partitions)
         counts[READ_LOOKUPS] += _popcount(mask)
         counts[READ_HITS] += _popcount(in_l2)
+        counts[DRAM_FETCHES] += _popcount(from_dram)
         missed = mask & ~in_l2
         sector = 0
         while missed:
@@ -103,19 +125,20 @@ def _issue_event(start, stop, cu, lines, masks, is_store, line_ids, l2, l2_geome
 
 
 @numba.njit(cache=True, nogil=True)
-def _replay_domain(lines, masks, is_store, line_ids, event_offsets, program_offsets, queue, resident, cus,
-                   l2, l2_geometry, l1, l1_geometry, sectors_per_line, seen_bits, counts):
+def _replay_domain(lines, masks, is_store, line_ids, event_offsets, program_offsets, queue, first_wave,
+                   l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, sectors_per_line, seen_bits, counts):
     """Interleave `queue`'s programs (captured ids, launch order) through one cold L2 and its CUs' L1s.
 
     Rotation position i holds a program's next event `next_event[i]` and its end `end_event[i]`
-    (equal: idle) and runs on CU `cu_of[i]` (position i starts on CU i % cus; a program that
-    replaces a finished one takes its CU). `seen_bits` is a zeroed bitset over sector ids
-    (line id * sectors_per_line + sector); `counts` (int64[N_COUNTS], zeroed) receives the totals.
+    (equal: idle) and runs on CU `cu_of[i]` (position i starts on CU first_wave[i], one entry per
+    resident program; a program that replaces a finished one takes its CU). `seen_bits` is a zeroed
+    bitset over sector ids (line id * sectors_per_line + sector); `counts` (int64[N_COUNTS], zeroed)
+    receives the totals.
     """
-    positions = min(resident, queue.shape[0])
+    positions = min(first_wave.shape[0], queue.shape[0])
     next_event = np.zeros(positions, dtype=np.int64)
     end_event = np.zeros(positions, dtype=np.int64)
-    cu_of = np.arange(positions) % cus
+    cu_of = first_wave[:positions].copy()
     queued = 0
     active = 0
     for i in range(positions):
@@ -128,7 +151,8 @@ def _replay_domain(lines, masks, is_store, line_ids, event_offsets, program_offs
             if event == end_event[i]:
                 continue
             _issue_event(event_offsets[event], event_offsets[event + 1], cu_of[i], lines, masks, is_store, line_ids,
-                         l2, l2_geometry, l1, l1_geometry, sectors_per_line, seen_bits, counts)
+                         l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, sectors_per_line, seen_bits,
+                         counts)
             next_event[i] = event + 1
             if event + 1 == end_event[i]:  # finished: the next queued program takes this position
                 queued = _start_next(queue, queued, program_offsets, next_event, end_event, i)
@@ -206,7 +230,8 @@ class SimResult:
 
     @property
     def bytes_fetched(self) -> int:
-        return (self.read_lookups - self.read_hits) * self.sector_bytes
+        """Read bytes from DRAM (the next level): misses on the SM side that no partition could serve."""
+        return self.total(DRAM_FETCHES) * self.sector_bytes
 
     def to_report(self, kernel_name: str, size_name: str, hw: HardwareSpec) -> BottleneckReport:
         if simulated_domains(hw) != self.num_domains:
@@ -241,7 +266,8 @@ def model_notes(hw: HardwareSpec) -> list[str]:
         dispatch = (f"dispatch: round-robin over {hw.num_domains} L2 domains, chunk {chunk} "
                     f"(launch slot w -> domain (w // {chunk}) % {hw.num_domains})")
     else:
-        dispatch = "dispatch: in launch order onto one shared L2"
+        order = "in the scheduler's measured order" if hw.dispatch.first_wave else "SM 0, 1, 2, ... round and round"
+        dispatch = f"dispatch: in launch order onto one shared L2; the first wave fills the SMs {order}"
     granule = (f"{hw.line_bytes} B lines of {hw.sectors_per_line} {hw.sector_bytes} B sectors (lookups and fills "
                f"per sector)" if hw.sectors_per_line > 1 else f"{hw.line_bytes} B lines")
     l1 = (f"L1 per CU: {hw.l1_bytes_per_cu // 1024} KB, {hw.l1_ways}-way, hash-indexed, LRU, for loads only "
@@ -255,6 +281,10 @@ def model_notes(hw: HardwareSpec) -> list[str]:
         l1,
         f"L2 per domain: {hw.l2_bytes_per_domain / MiB:g} MB, {hw.l2_ways}-way, {hw.num_sets} sets, {granule}, "
         f"set index {hw.set_index}, true LRU, cold at kernel start",
+        *([f"L2 in {hw.l2_partitions} partitions of {hw.l2_bytes_per_domain / hw.l2_partitions / MiB:g} MB: an SM "
+           f"looks up its near one ({'measured SM layout' if hw.cu_partition else 'SMs split in equal blocks'}); "
+           f"what it lacks comes from the line's home partition (a hash of the address) or DRAM, and the near side "
+           f"keeps a copy; a far hit is a read miss on the SM side"] if hw.l2_partitions > 1 else []),
         "hit rate = L2 read hits / read lookups from the CUs; writes allocate without a fetch (always a hit) "
         "and count only in the overall rate",
         "ceiling = 1 - read-only sectors / read sectors: each fetched once, no L1 filtering",
@@ -277,7 +307,13 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
     queues = [perm[slots] for slots in domain_queues(perm.shape[0], hw)]
     spl = hw.sectors_per_line
     masks = prepared.masks_for(spl)
-    l2 = CacheGeometry.of(hw)
+    partitions = hw.l2_partitions
+    l2 = CacheGeometry(num_sets=hw.num_sets // partitions, ways=hw.l2_ways, set_index=hw.set_index)
+    first_wave = np.asarray(hw.first_wave_cus(), dtype=np.int64)
+    partition_of_cu = np.asarray(hw.partition_of_cu, dtype=np.int64)
+    if partition_of_cu.max() >= partitions or first_wave.max() >= hw.cus_per_domain:  # model_copy skips validation
+        raise HardwareSpecError(f"{hw.name}: cu_partition or dispatch.first_wave does not fit {partitions} "
+                                f"partitions of {hw.cus_per_domain} CUs")
     l1 = CacheGeometry(num_sets=max(1, hw.l1_sets), ways=hw.l1_ways, set_index="hash")
     l1_args = (hw.l1_sets, l1.set_bits, hw.l1_ways)
     bitset_words = (prepared.unique_lines * spl + 63) // 64
@@ -286,8 +322,9 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
         counts = np.zeros(N_COUNTS, dtype=np.int64)
         l1_state = l1.empty_state(copies=hw.cus_per_domain if hw.l1_sets else 0)
         _replay_domain(prepared.lines, masks, prepared.is_store, prepared.line_ids, prepared.event_offsets,
-                       prepared.program_offsets, queue, hw.resident_programs_per_domain, hw.cus_per_domain,
-                       l2.empty_state(), l2.kernel_args, l1_state, l1_args, spl,
+                       prepared.program_offsets, queue, first_wave,
+                       l2.empty_state(copies=partitions), l2.kernel_args, partition_of_cu, partitions, l1_state, l1_args,
+                       spl,
                        np.zeros(bitset_words, dtype=np.uint64), counts)
         return counts
 

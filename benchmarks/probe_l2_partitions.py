@@ -1,0 +1,171 @@
+"""Probe how an NVIDIA GPU's L2 partitions serve the SMs (needs a GPU; writes OUT.json).
+
+NVIDIA documents the A100/H100 L2 as two partitions, each caching data for the SMs of the GPCs
+wired to it, kept coherent by hardware; it does not document which SMs sit on which side, whether
+the near partition keeps a copy of a line whose home is the far one, or how addresses map to a
+home. The simulator needs all three, so this measures them with dependent loads (one load in
+flight per SM, latency read with %clock64 around each load, `.cg` so the L1 is bypassed):
+
+  cold   every SM chases its own 32 KB region after the L2 is flushed (DRAM latency);
+  again  the same chase right after (the SM's own near copy, if the near side keeps one);
+  warmed the L2 flushed, one SM (the "warmer") reads every region, then every SM chases its own:
+         SMs on the warmer's side hit near; SMs on the far side hit near only for lines whose
+         home is their side and cross the fabric for the rest.
+
+Also records where the block scheduler puts programs at a few occupancies (%smid and start time).
+
+    python benchmarks/probe_l2_partitions.py OUT.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+LINE_INTS = 32  # int32 per 128-byte line
+LINES_PER_REGION = 256
+PROGRAMS_PER_SM_LAUNCHED = 8
+
+
+@triton.jit
+def _smid(x):
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _clock_after(x):
+    """%clock64 read once `x` has arrived, plus x (an unused input would not make the read wait)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .u64 z; .reg .u64 c; cvt.u64.u32 z, $1; mov.u64 c, %clock64; add.u64 $0, c, z; }",
+        "=l,r", [x], dtype=tl.int64, is_pure=False, pack=1) - x.to(tl.int64)
+
+
+@triton.jit
+def _now(x):
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [x], dtype=tl.int64, is_pure=False,
+                                     pack=1)
+
+
+@triton.jit
+def chase_kernel(chain_ptr, starts_ptr, tickets_ptr, lat_ptr, total_ptr, STEPS: tl.constexpr):
+    """The first program on each SM chases its SM's region, timing every load and the whole chase."""
+    pid = tl.program_id(0)
+    sm = _smid(pid)
+    ticket = tl.atomic_add(tickets_ptr + sm, 1)
+    if ticket == 0:
+        idx = tl.load(starts_ptr + sm)
+        start = _clock_after(idx)
+        for i in range(STEPS):
+            t0 = _clock_after(idx)
+            idx = tl.load(chain_ptr + idx, cache_modifier=".cg")
+            t1 = _clock_after(idx)
+            tl.store(lat_ptr + sm * STEPS + i, t1 - t0)
+        tl.store(total_ptr + sm, _clock_after(idx) - start)
+
+
+@triton.jit
+def warm_kernel(buf_ptr, tickets_ptr, sink_ptr, n_ints, warmer, BLOCK: tl.constexpr):
+    """The first program on SM `warmer` reads the whole buffer; every other program leaves."""
+    pid = tl.program_id(0)
+    sm = _smid(pid)
+    if sm == warmer:
+        ticket = tl.atomic_add(tickets_ptr + sm, 1)
+        if ticket == 0:
+            offs = tl.arange(0, BLOCK)
+            acc = tl.zeros((BLOCK,), tl.int32)
+            for start in range(0, n_ints, BLOCK):
+                acc += tl.load(buf_ptr + start + offs, cache_modifier=".cg")
+            tl.store(sink_ptr + offs, acc)
+
+
+@triton.jit
+def placement_kernel(smids_ptr, starts_ptr, spin):
+    pid = tl.program_id(0)
+    t0 = _now(pid)
+    tl.store(smids_ptr + pid, _smid(pid))
+    tl.store(starts_ptr + pid, t0)
+    while _now(pid) - t0 < spin:  # stay resident, as a real kernel would
+        pass
+
+
+def make_chain(num_sms: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[list[int]]]:
+    """A random cycle through the lines of each SM's region: chain[line start] = next line start."""
+    gen = torch.Generator().manual_seed(seed)
+    chain = torch.zeros(num_sms * LINES_PER_REGION * LINE_INTS, dtype=torch.int32)
+    starts, orders = [], []
+    for sm in range(num_sms):
+        lines = (sm * LINES_PER_REGION + torch.randperm(LINES_PER_REGION, generator=gen)).tolist()
+        for a, b in zip(lines, lines[1:] + lines[:1]):
+            chain[a * LINE_INTS] = b * LINE_INTS
+        starts.append(lines[0] * LINE_INTS)
+        orders.append(lines[1:] + lines[:1])  # the line each timed load reads
+    return chain.cuda(), torch.tensor(starts, dtype=torch.int32).cuda(), orders
+
+
+def flush_l2() -> None:
+    scratch = torch.empty(512 * 2**20, dtype=torch.uint8, device="cuda")
+    scratch.fill_(1)
+    scratch.sum()
+    torch.cuda.synchronize()
+
+
+def chase(chain: torch.Tensor, starts: torch.Tensor, num_sms: int) -> list[list[int]]:
+    tickets = torch.zeros(num_sms, dtype=torch.int32, device="cuda")
+    lat = torch.full((num_sms, LINES_PER_REGION), -1, dtype=torch.int64, device="cuda")
+    total = torch.full((num_sms,), -1, dtype=torch.int64, device="cuda")
+    compiled = chase_kernel[(num_sms * PROGRAMS_PER_SM_LAUNCHED,)](chain, starts, tickets, lat, total,
+                                                       STEPS=LINES_PER_REGION, num_warps=1)
+    torch.cuda.synchronize()
+    return {"per_load": lat.tolist(), "total": total.tolist(), "ptx": compiled.asm.get("ptx", "")}
+
+
+def warm(chain: torch.Tensor, warmer: int, num_sms: int) -> bool:
+    tickets = torch.zeros(num_sms, dtype=torch.int32, device="cuda")
+    sink = torch.zeros(1024, dtype=torch.int32, device="cuda")
+    warm_kernel[(num_sms * PROGRAMS_PER_SM_LAUNCHED,)](chain, tickets, sink, chain.numel(), warmer, BLOCK=1024,
+                                                      num_warps=4)
+    torch.cuda.synchronize()
+    return bool(tickets[warmer].item() > 0)
+
+
+def placement(num_sms: int, num_warps: int, waves: int = 3) -> dict:
+    n = num_sms * waves * (64 // num_warps)
+    smids = torch.full((n,), -1, dtype=torch.int32, device="cuda")
+    starts = torch.zeros(n, dtype=torch.int64, device="cuda")
+    placement_kernel[(n,)](smids, starts, 20_000, num_warps=num_warps)
+    torch.cuda.synchronize()
+    t = starts - starts.min()
+    return {"num_warps": num_warps, "smid": smids.tolist(), "start_ns": t.tolist()}
+
+
+def main(out: str) -> int:
+    props = torch.cuda.get_device_properties(0)
+    num_sms = props.multi_processor_count
+    chain, starts, orders = make_chain(num_sms)
+    record = {"device": props.name, "num_sms": num_sms, "lines_per_region": LINES_PER_REGION,
+              "base_address": chain.data_ptr(), "line_of_load": orders, "runs": {}}
+    chase(chain, starts, num_sms)  # compile and settle
+    flush_l2()
+    record["runs"]["cold"] = chase(chain, starts, num_sms)
+    record["runs"]["again"] = chase(chain, starts, num_sms)
+    for warmer in (0, num_sms // 2, num_sms - 1):
+        flush_l2()
+        record[f"warmed_{warmer}_ok"] = warm(chain, warmer, num_sms)
+        record["runs"][f"warmed_{warmer}"] = chase(chain, starts, num_sms)
+    record["placement"] = [placement(num_sms, w) for w in (4, 16)]
+    with open(out, "w") as f:
+        json.dump(record, f)
+    for name, run in record["runs"].items():
+        med = [sorted(row)[len(row) // 2] for row in run["per_load"]]
+        print(f"{name:>12}: median cycles per load, then whole chase / loads, SMs 0..{num_sms - 1}:")
+        print("   ", med)
+        print("   ", [t // LINES_PER_REGION for t in run["total"]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
