@@ -98,15 +98,20 @@ def oracle_domain_streams(programs, program_for_slot, hw, detail=False) -> list[
 
         rotation = [start_next() for _ in range(hw.cus_per_domain * hw.programs_per_cu)]
         cu_of = oracle_first_wave(hw)
-        stream = []
+        stream, turn = [], 0
         while any(rotation):
+            finished = []
             for position, running in enumerate(rotation):
                 if running:  # a position keeps the CU it started on
                     program, e, event = running.popleft()
                     cu = cu_of[position]
                     stream.extend((cu, program, e, line) if detail else line for line in event)
                     if not running:
-                        rotation[position] = start_next()
+                        finished.append(position)
+            # positions that finished this turn take the next programs in hashed order
+            for position in sorted(finished, key=lambda p: oracle_fmix64(turn << 32 | p)):
+                rotation[position] = start_next()
+            turn += 1
         streams.append(stream)
     return streams
 
@@ -126,16 +131,19 @@ class OracleCache:
         return present & sectors
 
 
-def oracle_home(line: int, partitions: int) -> int:
-    """The home partition of a line: fmix64 of the line xor a salt, high half scaled onto the partitions."""
+def oracle_fmix64(x: int) -> int:
+    """MurmurHash3's 64-bit finaliser in Python integers."""
     mask = 2**64 - 1
-    x = line ^ 0x5851F42D4C957F2D
     x ^= x >> 33
     x = (x * 0xFF51AFD7ED558CCD) & mask
     x ^= x >> 33
     x = (x * 0xC4CEB9FE1A85EC53) & mask
-    x ^= x >> 33
-    return (x >> 32) * partitions >> 32
+    return x ^ (x >> 33)
+
+
+def oracle_home(line: int, partitions: int) -> int:
+    """The home partition of a line: fmix64 of the line xor a salt, high half scaled onto the partitions."""
+    return (oracle_fmix64(line ^ 0x5851F42D4C957F2D) >> 32) * partitions >> 32
 
 
 class OraclePartitionedL2:

@@ -57,7 +57,8 @@ MAX_LINE = 2**55
 
 
 @numba.njit(cache=True, nogil=True)
-def _mix64(x):
+def mix64(x):
+    """MurmurHash3's 64-bit finaliser: every input bit affects every output bit."""
     x ^= x >> _U33
     x *= MIX_MUL1
     x ^= x >> _U33
@@ -78,7 +79,7 @@ def home_partition(line, partitions):
     bit deciding it, so a hash independent of the set index (a different input to the same mixer)."""
     if partitions == 1:
         return 0
-    return _onto(_mix64(np.uint64(line) ^ HOME_SALT), partitions)
+    return _onto(mix64(np.uint64(line) ^ HOME_SALT), partitions)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -87,7 +88,7 @@ def set_of(line, scheme, num_sets, set_bits):
     if num_sets == 1:
         return 0
     if scheme == HASH:
-        x = _mix64(np.uint64(line))
+        x = mix64(np.uint64(line))
         if set_bits >= 0:  # the low bits for the usual power-of-two set counts
             return np.int64(x & np.uint64(num_sets - 1))
         return _onto(x, num_sets)

@@ -17,12 +17,16 @@ Residency
   - Occupancy is a fixed assumption: it does not depend on the kernel's registers or shared memory.
 
 Interleaving (what the cache sees)
-  - The resident programs sit in a rotation of `resident` positions. A *turn* visits the positions
+  - The resident programs sit in a rotation of `resident` positions; position i starts on the CU
+    the measured first-wave sequence gives it (`HardwareSpec.first_wave_cus`) and keeps it. A *turn* visits the positions
     in order; each resident program issues exactly one event (one load or store instruction: all
     its distinct lines, back to back) per turn. All programs run at the same speed.
   - When a program issues its last event, the next program of the domain's queue takes its
-    position at once and issues its first event on the next turn. Programs with no events are
-    skipped. When the queue is empty, positions fall idle and the rest keep rotating.
+    position and issues its first event on the next turn. Positions that finish in the same turn
+    take the next programs in a hashed (arbitrary, reproducible) order, not in position order:
+    on an H100 consecutive programs of the steady state land on SMs in no fixed pattern, unlike
+    the first wave. Programs with no events are skipped. When the queue is empty, positions fall
+    idle and the rest keep rotating.
   - Domains run independently: each has its own L2 and no access of one domain affects another,
     so the relative timing between domains is irrelevant to the hit rate.
   - Every domain's L2 starts cold (no data from a previous kernel).
