@@ -480,8 +480,8 @@ def captured(tmp_path_factory) -> Captured:
 
 
 def _assert_same(a: Trace, b: Trace) -> None:
-    assert a.line_bytes == b.line_bytes
-    for field in ("program_offsets", "event_offsets", "is_store", "lines"):
+    assert (a.line_bytes, a.sector_bytes) == (b.line_bytes, b.sector_bytes)
+    for field in ("program_offsets", "event_offsets", "is_store", "lines", "sectors"):
         assert np.array_equal(getattr(a, field), getattr(b, field)), field
 
 
@@ -540,14 +540,16 @@ def test_copy_kernel_trace_matches_hand_computed_lines(captured):
     x0 = REGION_ALIGN // 128
     y0 = 2 * REGION_ALIGN // 128
     trace = captured.trace("copy", "fast")
-    assert trace.num_programs == 6 and trace.line_bytes == 128
+    assert trace.num_programs == 6 and (trace.line_bytes, trace.sector_bytes) == (128, 32)
     for p in range(5):
         prog = trace.program(p)
         assert [prog.event(e)[0].tolist() for e in range(2)] == [[x0 + 2 * p, x0 + 2 * p + 1],
                                                                  [y0 + 2 * p, y0 + 2 * p + 1]]
         assert [prog.event(e)[1] for e in range(2)] == [False, True]
+        assert prog.sectors.tolist() == [0b1111] * 4
     last = trace.program(5)
     assert [last.event(e)[0].tolist() for e in range(2)] == [[x0 + 10], [y0 + 10]]  # elements 320..329
+    assert last.sectors.tolist() == [0b0011, 0b0011]  # bytes 0..39 of the line: its first two sectors
     assert trace.num_accesses == 5 * 4 + 2
     assert trace.unique_lines().tolist() == [*range(x0, x0 + 11), *range(y0, y0 + 11)]
 
@@ -608,6 +610,8 @@ def test_bad_size_mode_and_line_size_are_rejected_before_capture(tmp_path):
         capture.capture_trace(kernel, "tiny", cache_dir=tmp_path, mode="approximate")
     with pytest.raises(TraceCaptureError, match="power of two"):
         capture.capture_trace(kernel, "tiny", line_bytes=96, cache_dir=tmp_path)
+    with pytest.raises(TraceCaptureError, match="1 to 8 sectors per line"):
+        capture.capture_trace(kernel, "tiny", line_bytes=512, cache_dir=tmp_path)
 
 
 def test_record_trace_refuses_to_run_without_the_interpreter(monkeypatch):
@@ -659,6 +663,7 @@ def test_numba_extractor_matches_the_numpy_oracle(layout):
     lay, a, b = layout
     rng = np.random.default_rng(0)
     for trial in range(60):
+        shifts = ((7, 5), (7, 7), (8, 5))[trial % 3]  # 4, 1 and 8 sectors per line
         n_lanes, n_cols = int(rng.integers(1, 200)), int(rng.integers(1, 12))
         base = np.where(rng.random(n_cols) < 0.5, a.data_ptr(), b.data_ptr()).astype(np.uint64)
         offs = rng.integers(0, 40_000, (n_lanes, n_cols)) * 2
@@ -666,26 +671,28 @@ def test_numba_extractor_matches_the_numpy_oracle(layout):
             offs = np.sort(offs, axis=0)
         ptrs = base[None, :] + offs.astype(np.uint64)
         mask = rng.random((n_lanes, n_cols)) < 0.7
-        lines, counts = distinct_lines(lay, 7, ptrs, mask)
-        splits = np.split(lines, np.cumsum(counts)[:-1])
-        for j in range(n_cols):
-            assert np.array_equal(splits[j], distinct_lines_reference(lay, 7, ptrs[:, j], mask[:, j]))
+        lines, sectors, counts = distinct_lines(lay, shifts, ptrs, mask)
+        ends = np.cumsum(counts)[:-1]
+        for j, (got_lines, got_sectors) in enumerate(zip(np.split(lines, ends), np.split(sectors, ends))):
+            want_lines, want_sectors = distinct_lines_reference(lay, shifts, ptrs[:, j], mask[:, j])
+            assert np.array_equal(got_lines, want_lines) and np.array_equal(got_sectors, want_sectors)
     with pytest.raises(TraceCaptureError, match="0x1,"):
-        distinct_lines(lay, 7, np.array([[1]], np.uint64), None)
+        distinct_lines(lay, (7, 5), np.array([[1]], np.uint64), None)
 
 
 def test_builder_orders_batches_by_program_and_drops_empty_events():
-    builder = TraceBuilder(4, 128)
+    builder = TraceBuilder(4, 128, 32)
     late = EventBatch(np.array([3, 1]))
-    late.add(np.array([7, 8, 9]), np.array([2, 1]), is_store=False)   # program 3: [7, 8], program 1: [9]
-    late.add(np.array([5]), np.array([1]), is_store=True)              # shared: both store [5]
+    late.add(np.array([7, 8, 9]), np.array([1, 2, 3], np.uint8), np.array([2, 1]), is_store=False)  # 3: [7, 8], 1: [9]
+    late.add(np.array([5]), np.array([4], np.uint8), np.array([1]), is_store=True)  # shared: both store [5]
     early = EventBatch(np.array([0, 2]))
-    early.add(np.array([1]), np.array([0, 1]), is_store=False)         # program 0 has no active lane
+    early.add(np.array([1]), np.array([15], np.uint8), np.array([0, 1]), is_store=False)  # program 0: no active lane
     builder.commit(late)
     builder.commit(early)
     trace = builder.build()
     assert trace.program_offsets.tolist() == [0, 0, 2, 3, 5]
     assert [trace.program(p).lines.tolist() for p in range(4)] == [[], [9, 5], [1], [7, 8, 5]]
+    assert [trace.program(p).sectors.tolist() for p in range(4)] == [[], [3, 4], [15], [1, 2, 4]]
     assert trace.is_store.tolist() == [False, True, False, False, False, True]
     assert trace.accesses_per_program().tolist() == [0, 2, 1, 3]
 

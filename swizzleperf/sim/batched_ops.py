@@ -180,7 +180,7 @@ def _batched_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
     def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
         p = ptrs.data
         m = None if mask is None else mask.data
-        tainted = engine.touches_poison(engine.record(p, m, is_store=False))
+        tainted = engine.touches_poison(*engine.record(p, m, is_store=False))
         dtype_tt = ptrs.get_element_ty()
         dtype_np = np_dtype(dtype_tt)
 
@@ -199,7 +199,7 @@ def _batched_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
         return load
 
     def create_masked_store(self, ptrs, value, mask, cache_policy):
-        engine.poison(engine.record(ptrs.data, None if mask is None else mask.data, is_store=True))
+        engine.poison(*engine.record(ptrs.data, None if mask is None else mask.data, is_store=True))
 
     def _atomic_result(what: str):
         def compute():
@@ -207,11 +207,11 @@ def _batched_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
         return engine.Lazy(compute)
 
     def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
-        engine.poison(engine.record(ptr.data, mask.data, is_store=True))
+        engine.poison(*engine.record(ptr.data, mask.data, is_store=True))
         return _atomic_result("an atomic read-modify-write")
 
     def create_atomic_cas(self, ptr, cmp, val, sem, scope):
-        engine.poison(engine.record(ptr.data, None, is_store=True))
+        engine.poison(*engine.record(ptr.data, None, is_store=True))
         return _atomic_result("tl.atomic_cas")
 
     def create_print(self, prefix, hex, values, is_signed):

@@ -42,8 +42,8 @@ from pydantic import BaseModel, ConfigDict
 
 from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
 from swizzleperf.kernel import KernelFile, load_kernel
-from swizzleperf.sim.events import line_shift
-from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, group_sectors, meta_path, write_atomically
+from swizzleperf.sim.events import sector_shifts
+from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, meta_path, write_atomically
 
 Mode = Literal["fast", "reference"]
 
@@ -54,6 +54,10 @@ SECTOR_BYTES = 32
 VERIFY_PROGRAMS = 4
 _PROGRESS, _WARNING = "@@swizzleperf-progress", "@@swizzleperf-warning"
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def sector_bytes_of(line_bytes: int) -> int:
+    return min(SECTOR_BYTES, line_bytes)
 
 
 # --- the cache -------------------------------------------------------------------------------
@@ -92,7 +96,7 @@ def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_di
     if mode not in ("fast", "reference"):
         raise TraceCaptureError(f"unknown capture mode {mode!r}; use 'fast' or 'reference'")
     kernel.size(size)  # a ContractError naming the declared sizes
-    line_shift(line_bytes)  # a power of two, or a TraceCaptureError
+    sector_shifts(line_bytes, sector_bytes_of(line_bytes))  # a power of two of at most 8 sectors, or an error
     path = cached_trace_path(kernel, size, line_bytes, cache_dir)
     if use_cache and path.exists() and meta_path(path).exists():
         try:
@@ -218,12 +222,12 @@ def record_trace(kernel: KernelFile, size: str, line_bytes: int = 128, mode: Mod
     inputs = kernel.fn("make_inputs")(values, seed=0, device="cpu")
     outputs = kernel.fn("make_outputs")(values, device="cpu")
     setup = time.perf_counter() - start
-    sector_bytes = min(SECTOR_BYTES, line_bytes)
-    session = LaunchCapture(mode, sector_bytes, progress, warn or (lambda m: warnings.warn(m, RuntimeWarning)),
-                            programs, verify=VERIFY_PROGRAMS)
+    sector_bytes = sector_bytes_of(line_bytes)
+    session = LaunchCapture(mode, line_bytes, sector_bytes, progress,
+                            warn or (lambda m: warnings.warn(m, RuntimeWarning)), programs, verify=VERIFY_PROGRAMS)
     with session.intercept():
         kernel.fn("launch")(inputs, outputs, values, num_xcds=8)
-    trace = group_sectors(session.result(), line_bytes)
+    trace = session.result()
     meta = TraceMeta(kernel=kernel.name, kernel_sha256=kernel.sha256, size_name=size, size=values,
                      grid=kernel.grid(size), launch_grid=session.grid, line_bytes=line_bytes, sector_bytes=sector_bytes,
                      mode=session.mode_used,

@@ -32,7 +32,7 @@ import numpy as np
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.sim.batched_ops import batched_interpreter
 from swizzleperf.sim.batched_values import Diverged, Expired
-from swizzleperf.sim.events import EventBatch, TraceBuilder, distinct_lines, line_shift
+from swizzleperf.sim.events import EventBatch, TraceBuilder, distinct_lines, sector_shifts
 from swizzleperf.sim.interp_reference import PreparedLaunch, language_patched
 
 LANE_BUDGET = 1 << 20   # lanes of one memory instruction across a batch (pointer arrays of 8 MiB)
@@ -57,19 +57,19 @@ class ProgramFault(BaseException):
 class BatchedCapture:
     """Runs a prepared launch batch by batch and collects its events into a TraceBuilder."""
 
-    def __init__(self, launch: PreparedLaunch, line_bytes: int,
+    def __init__(self, launch: PreparedLaunch, line_bytes: int, sector_bytes: int,
                  progress: Callable[[int, int], None] | None = None, expire: bool = True):
         self.launch = launch
         self.layout = launch.layout
-        self.shift = line_shift(line_bytes)
+        self.shifts = sector_shifts(line_bytes, sector_bytes)
         self.grid = launch.grid
         self.num_programs = int(np.prod(self.grid))
-        self.builder = TraceBuilder(self.num_programs, line_bytes)
+        self.builder = TraceBuilder(self.num_programs, line_bytes, sector_bytes)
         self.progress = progress
         self.batch: EventBatch | None = None
         self.coords: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._poisoned: np.ndarray | None = None
-        self._poison_log: list[np.ndarray] = []
+        self._poison_log: list[tuple[np.ndarray, np.ndarray]] = []
         self._max_lanes = 0
         self._held = 0
         self.expire = expire
@@ -79,17 +79,17 @@ class BatchedCapture:
         self.Lazy = None  # the TensorHandle subclass, set by batched_interpreter()
 
     # memory instructions
-    def record(self, ptrs: np.ndarray, mask: np.ndarray | None, is_store: bool) -> np.ndarray:
-        """Record one instruction for every program of the batch; returns the lines it touches."""
+    def record(self, ptrs: np.ndarray, mask: np.ndarray | None, is_store: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Record one instruction for every program of the batch; returns the lines it touches and their sectors."""
         ptrs, mask = _address_order(ptrs, mask)
         p = ptrs.reshape(-1, ptrs.shape[-1])
         m = None if mask is None else mask.reshape(-1, mask.shape[-1])
         if m is not None and m.shape[0] != p.shape[0]:
             raise TraceCaptureError(f"internal: mask lanes {mask.shape} do not match pointer lanes {ptrs.shape}")
-        values, counts = distinct_lines(self.layout, self.shift, p, m, self._fault)
-        self.batch.add(values, counts, is_store)
+        lines, sectors, counts = distinct_lines(self.layout, self.shifts, p, m, self._fault)
+        self.batch.add(lines, sectors, counts, is_store)
         self._max_lanes = max(self._max_lanes, p.shape[0])
-        return values
+        return lines, sectors
 
     def _fault(self, address: int, column: int) -> None:
         program = int(self.batch.programs[column if len(self.batch.programs) > 1 else 0])
@@ -98,15 +98,16 @@ class BatchedCapture:
         except TraceCaptureError as error:
             raise ProgramFault(program, error) from None
 
-    def poison(self, lines: np.ndarray) -> None:
+    def poison(self, lines: np.ndarray, sectors: np.ndarray) -> None:
+        """Mark sectors this launch wrote (a line's mask of them; programs of a batch may repeat a line)."""
         if self._poisoned is None:
-            self._poisoned = np.zeros((self.layout.virtual_end >> self.shift) + 1, bool)
-        new = lines[~self._poisoned[lines]]
-        self._poisoned[new] = True
-        self._poison_log.append(new)
+            self._poisoned = np.zeros((self.layout.virtual_end >> self.shifts[0]) + 1, np.uint8)
+        new = sectors & ~self._poisoned[lines]
+        np.bitwise_or.at(self._poisoned, lines, new)
+        self._poison_log.append((lines, new))
 
-    def touches_poison(self, lines: np.ndarray) -> bool:
-        return self._poisoned is not None and bool(self._poisoned[lines].any())
+    def touches_poison(self, lines: np.ndarray, sectors: np.ndarray) -> bool:
+        return self._poisoned is not None and bool((self._poisoned[lines] & sectors).any())
 
     def hold(self, load, lanes: int) -> None:
         """A lazy load keeps `lanes` pointer lanes alive. Past the budget, the oldest are expired:
@@ -167,8 +168,8 @@ class BatchedCapture:
             fn(**kernel_args)
         except BaseException:
             if self._poisoned is not None:
-                for new in self._poison_log:
-                    self._poisoned[new] = False
+                for lines, new in self._poison_log:
+                    np.bitwise_and.at(self._poisoned, lines, ~new)
             raise
         finally:
             self._poison_log = []
@@ -199,17 +200,18 @@ def _address_order(ptrs: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarra
     return ptrs.transpose(perm), None if mask is None else mask.transpose(perm)
 
 
-def capture_batched(launch: PreparedLaunch, line_bytes: int,
+def capture_batched(launch: PreparedLaunch, line_bytes: int, sector_bytes: int,
                     progress: Callable[[int, int], None] | None = None) -> BatchedCapture:
     """Run the whole launch batched. Raises NeedsReference when only reference mode can be exact."""
     try:
-        return _capture_batched(launch, line_bytes, progress, expire=True)
+        return _capture_batched(launch, line_bytes, sector_bytes, progress, expire=True)
     except Expired:  # a value was read long after its load: keep every load, in smaller batches
-        return _capture_batched(launch, line_bytes, progress, expire=False)
+        return _capture_batched(launch, line_bytes, sector_bytes, progress, expire=False)
 
 
-def _capture_batched(launch: PreparedLaunch, line_bytes: int, progress, expire: bool) -> BatchedCapture:
-    engine = BatchedCapture(launch, line_bytes, progress, expire)
+def _capture_batched(launch: PreparedLaunch, line_bytes: int, sector_bytes: int, progress,
+                     expire: bool) -> BatchedCapture:
+    engine = BatchedCapture(launch, line_bytes, sector_bytes, progress, expire)
     with batched_interpreter(engine), language_patched(launch) as kernel_args:
         engine.run(launch.executor.fn, kernel_args)
     return engine

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from swizzleperf.errors import TraceCaptureError
-from swizzleperf.sim.events import EventBatch, TraceBuilder, distinct_lines_reference, line_shift
+from swizzleperf.sim.events import EventBatch, TraceBuilder, distinct_lines_reference, sector_shifts
 from swizzleperf.sim.layout import VirtualLayout
 from swizzleperf.sim.trace import ProgramTrace, Trace
 
@@ -50,9 +50,10 @@ def program_coords(pid: int, grid: tuple[int, int, int]) -> tuple[int, int, int]
 class ReferenceRecorder:
     """Events of whichever program the interpreter is running, kept per program."""
 
-    def __init__(self, line_bytes: int, on_program: Callable[[int], None] | None = None, keep_undo: bool = False):
-        self.line_bytes = line_bytes
-        self.shift = line_shift(line_bytes)
+    def __init__(self, line_bytes: int, sector_bytes: int, on_program: Callable[[int], None] | None = None,
+                 keep_undo: bool = False):
+        self.line_bytes, self.sector_bytes = line_bytes, sector_bytes
+        self.shifts = sector_shifts(line_bytes, sector_bytes)
         self.undo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = [] if keep_undo else None
         self.layout: VirtualLayout | None = None
         self.events: dict[int, EventBatch] = {}
@@ -70,9 +71,9 @@ class ReferenceRecorder:
     def record(self, ptrs: np.ndarray, mask: np.ndarray | None, is_store: bool) -> None:
         if self.current is None or self.layout is None:
             raise TraceCaptureError("internal: a memory access before the launch set up its program")
-        lines = distinct_lines_reference(self.layout, self.shift, ptrs, True if mask is None else mask)
+        lines, sectors = distinct_lines_reference(self.layout, self.shifts, ptrs, True if mask is None else mask)
         if lines.size:
-            self.current.add(lines, np.array([lines.size], np.int64), is_store)
+            self.current.add(lines, sectors, np.array([lines.size], np.int64), is_store)
 
     def save_old(self, ptrs: np.ndarray, mask: np.ndarray | None, dtype: np.dtype) -> None:
         """Before a write: remember what it overwrites, so `undo_writes` can put memory back."""
@@ -92,19 +93,20 @@ class ReferenceRecorder:
 
     def _batch(self, pid: int, index: int) -> EventBatch:
         batch = self.events.get(pid) or EventBatch(programs=np.array([pid], np.int64))
-        return EventBatch(np.array([index], np.int64), batch.values, batch.counts, batch.stores)
+        return EventBatch(np.array([index], np.int64), batch.lines, batch.sectors, batch.counts, batch.stores)
 
     def build(self, programs: Sequence[int]) -> Trace:
         """The trace of `programs`, renumbered 0..len-1 in the order given."""
-        builder = TraceBuilder(len(programs), self.line_bytes)
+        builder = TraceBuilder(len(programs), self.line_bytes, self.sector_bytes)
         for index, pid in enumerate(programs):
             builder.commit(self._batch(pid, index))
         return builder.build()
 
     def program_trace(self, pid: int) -> ProgramTrace:
-        lines, sizes, stores = self._batch(pid, 0).program_major()
+        lines, sectors, sizes, stores = self._batch(pid, 0).program_major()
         sizes = sizes[0]
-        return ProgramTrace(lines, np.repeat(stores, sizes), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+        return ProgramTrace(lines, np.repeat(stores, sizes), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                            sectors)
 
 
 @contextlib.contextmanager

@@ -49,10 +49,10 @@ def as_capture_error(exc: BaseException) -> SwizzlePerfError:
 
 
 class LaunchCapture:
-    def __init__(self, mode: str, line_bytes: int, progress: Callable[[int, int], None] | None,
+    def __init__(self, mode: str, line_bytes: int, sector_bytes: int, progress: Callable[[int, int], None] | None,
                  warn: Callable[[str], None], programs: Sequence[int] | None = None, verify: int = 4):
         self.mode = mode
-        self.line_bytes = line_bytes
+        self.line_bytes, self.sector_bytes = line_bytes, sector_bytes
         self.progress = progress
         self.warn = warn
         self.programs = programs
@@ -120,9 +120,9 @@ class LaunchCapture:
         launch = prepare_launch(executor, args_dev, kwargs)
         self.grid = launch.grid
         try:
-            engine = capture_batched(launch, self.line_bytes, self.progress)
+            engine = capture_batched(launch, self.line_bytes, self.sector_bytes, self.progress)
         except ProgramFault as fault:  # reference mode has the last word on a kernel's errors
-            self._run_alone(launch, fault.program, ReferenceRecorder(self.line_bytes, keep_undo=True))
+            self._run_alone(launch, fault.program, self._recorder(keep_undo=True))
             raise NeedsReference(f"fast mode reported for program {fault.program}: {fault.error}; "
                                  f"reference mode runs that program without error") from None
         self.batches = engine.batches
@@ -133,7 +133,7 @@ class LaunchCapture:
     def _capture_reference(self, stock_call, executor, args_dev, kwargs) -> None:
         interp = _interp()
         report = _throttled(self.progress, lambda: int(np.prod(interp.interpreter_builder.grid_dim)))
-        recorder = ReferenceRecorder(self.line_bytes, on_program=report)
+        recorder = self._recorder(on_program=report)
         with reference_hooks(recorder):
             try:
                 stock_call(executor, *args_dev, **kwargs)
@@ -148,7 +148,7 @@ class LaunchCapture:
         launch = prepare_launch(executor, args_dev, kwargs)
         self.grid = launch.grid
         report = _throttled(self.progress, lambda: len(self.programs))
-        recorder = ReferenceRecorder(self.line_bytes, on_program=report)
+        recorder = self._recorder(on_program=report)
         run_programs(launch, self.programs, recorder)
         self.trace = recorder.build(self.programs)
 
@@ -161,6 +161,9 @@ class LaunchCapture:
         with _blas_fp16_dot():
             self._compare_programs(launch, trace, sample)
         self.verified = sample
+
+    def _recorder(self, **kwargs) -> ReferenceRecorder:
+        return ReferenceRecorder(self.line_bytes, self.sector_bytes, **kwargs)
 
     def _run_alone(self, launch: PreparedLaunch, pid: int, recorder: ReferenceRecorder) -> None:
         """One program on the stock interpreter; its writes are undone, so memory stays initial."""
@@ -175,11 +178,11 @@ class LaunchCapture:
 
     def _compare_programs(self, launch: PreparedLaunch, trace: Trace, sample: list[int]) -> None:
         for pid in sample:
-            recorder = ReferenceRecorder(self.line_bytes, keep_undo=True)
+            recorder = self._recorder(keep_undo=True)
             self._run_alone(launch, pid, recorder)
             want, got = recorder.program_trace(pid), trace.program(pid)
-            if not (np.array_equal(want.lines, got.lines) and np.array_equal(want.is_store, got.is_store)
-                    and np.array_equal(want.event_offsets, got.event_offsets)):
+            if not all(np.array_equal(getattr(want, f), getattr(got, f))
+                       for f in ("lines", "sectors", "is_store", "event_offsets")):
                 raise NeedsReference(
                     f"program {pid} re-run in reference mode recorded {want.num_events} events / "
                     f"{len(want.lines)} lines, fast mode {got.num_events} / {len(got.lines)}")

@@ -33,6 +33,7 @@ class ProgramTrace:
     lines: np.ndarray
     is_store: np.ndarray
     event_offsets: np.ndarray
+    sectors: np.ndarray | None = None  # as Trace.sectors
 
     @property
     def num_events(self) -> int:
@@ -87,7 +88,8 @@ class Trace:
         e0, e1 = self.program_offsets[p], self.program_offsets[p + 1]
         offsets = self.event_offsets[e0:e1 + 1]
         lo, hi = offsets[0], offsets[-1]
-        return ProgramTrace(self.lines[lo:hi], self.is_store[lo:hi], offsets - lo)
+        sectors = None if self.sectors is None else self.sectors[lo:hi]
+        return ProgramTrace(self.lines[lo:hi], self.is_store[lo:hi], offsets - lo, sectors)
 
     def accesses_per_program(self) -> np.ndarray:
         return np.diff(self.event_offsets[self.program_offsets])
@@ -162,29 +164,6 @@ class TraceMeta(BaseModel):
     @classmethod
     def read(cls, trace_path: Path) -> TraceMeta:
         return cls.model_validate_json(meta_path(Path(trace_path)).read_text())
-
-
-def group_sectors(fine: Trace, line_bytes: int) -> Trace:
-    """A trace recorded at sector granularity (its "lines" are sectors) as lines of `line_bytes` with
-    sector masks: consecutive sectors of one line in one event merge into one access."""
-    per_line = line_bytes // fine.line_bytes
-    if per_line < 1 or per_line > 8 or line_bytes % fine.line_bytes or fine.sectors is not None:
-        raise TraceCaptureError(f"cannot group {fine.line_bytes} B sectors into {line_bytes} B lines "
-                                f"(1 to 8 sectors per line)")
-    shift = per_line.bit_length() - 1
-    lines = fine.lines >> shift
-    bits = (np.uint8(1) << (fine.lines & (per_line - 1)).astype(np.uint8)).astype(np.uint8)
-    # an event's sectors are distinct and sorted, so one line's sectors are adjacent within an event
-    starts = np.ones(lines.shape[0], dtype=bool)
-    starts[1:] = lines[1:] != lines[:-1]
-    starts[fine.event_offsets[:-1][np.diff(fine.event_offsets) > 0]] = True
-    first = np.flatnonzero(starts)
-    masks = np.bitwise_or.reduceat(bits, first) if first.size else np.empty(0, np.uint8)
-    merged_before = np.concatenate([[0], np.cumsum(starts)])  # merged accesses before each fine access
-    event_offsets = merged_before[fine.event_offsets]
-    return Trace(lines=lines[first], is_store=fine.is_store[first], event_offsets=event_offsets.astype(np.int64),
-                 program_offsets=fine.program_offsets, line_bytes=line_bytes, sectors=masks.astype(np.uint8),
-                 sector_bytes=fine.line_bytes)
 
 
 def meta_path(trace_path: Path) -> Path:
