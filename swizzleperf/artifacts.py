@@ -1,7 +1,8 @@
 """What a run leaves for people: best/, report.md and its pictures.
 
 Everything here is derived from run.json and attempts.jsonl, so it can be rewritten at any time
-(after a resume, or by `swizzleperf runs show --rewrite`).
+(after a resume, or by `swizzleperf runs show --rewrite`), except tiles.png's panel of the achievable
+bound's assignment: an array not on disk, lent by the profiler that found it (without it, two panels).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import numpy as np
 
 from swizzleperf import plots
 from swizzleperf.evaluate import hook_constants
+from swizzleperf.grouping import grouping_sentence
 from swizzleperf.history import Attempt, History
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.timer import speedup
 from swizzleperf.remap import logical_ids
-from swizzleperf.report import bounds_text, ceiling_text
+from swizzleperf.report import BottleneckReport, bounds_text, ceiling_text
 from swizzleperf.runs import RunDir
 from swizzleperf.sim.dispatch import slot_domains
 
@@ -66,36 +68,25 @@ def write_best(run: RunDir, kernel: KernelFile, best: Attempt) -> None:
     (run.best_dir / "remap.py").write_text(module)
 
 
-def _ranges(ids: np.ndarray, limit: int = 6) -> str:
-    """Sorted ids as "0-3, 32-35, ..." (at most `limit` runs shown)."""
-    if not ids.size:
-        return "none"
-    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-    runs = [(int(r[0]), int(r[-1])) for r in np.split(ids, breaks)]
-    text = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs[:limit])
-    return text + (f", ... ({len(runs)} runs)" if len(runs) > limit else "")
-
-
-def grouping_sentence(logical_of_slot: np.ndarray, grid: tuple[int, ...], hw) -> str:
-    """Which logical programs a remap puts together: on die 0, or (one L2) in the first wave."""
-    domains = slot_domains(int(logical_of_slot.size), hw)
-    if hw.num_domains > 1:
-        die_of = np.empty_like(domains)
-        die_of[logical_of_slot] = domains
-        ids, where = np.flatnonzero(die_of == 0), f"die 0 of {hw.num_domains}"
-    else:
-        ids = np.sort(logical_of_slot[:hw.resident_programs_per_domain])
-        where = f"the first wave ({ids.size} programs resident at once)"
-    shape = ""
-    if len(grid) == 2 and ids.size:
-        rows, cols = ids // grid[1], ids % grid[1]
-        shape = (f" (tile rows {rows.min()}-{rows.max()}, columns {cols.min()}-{cols.max()} of "
-                 f"{grid[0]} x {grid[1]})")
-    return f"{where} runs logical programs {_ranges(ids)}{shape}"
+def achievable_sentence(report: BottleneckReport, num_domains: int) -> str | None:
+    """Multi-die: what the achievable bound would need where the best remap misses it (the grouping to
+    imitate), or that the best remap reaches it; None where the bound or its grouping is unknown."""
+    if num_domains < 2 or report.achievable_pct is None:
+        return None
+    if not report.short_of_achievable:
+        return "The best remap already reaches the achievable bound."
+    if report.achievable_grouping is None:
+        return None
+    if report.achievable_fetches is not None and report.accesses is not None and report.hits is not None:
+        return (f"{report.achievable_grouping}: the best remap fetches {report.accesses - report.hits:,} "
+                f"against that assignment's {report.achievable_fetches:,}.")
+    return f"{report.achievable_grouping}: the best remap's {report.hit_pct:.2f}% is short of it."
 
 
 def write_pictures(run: RunDir, kernel: KernelFile, history: History, best: Attempt | None,
-                   best_ids: np.ndarray | None) -> list[str]:
+                   best_ids: np.ndarray | None, achievable: np.ndarray | None = None) -> list[str]:
+    """hit_rate.png, and tiles.png: the original and best remaps, and the achievable bound's assignment
+    (die per logical program) where the best remap falls short of it."""
     rec = run.record
     baseline = history.baseline()
     label = baseline.report.label if baseline and baseline.report else "L2 hit rate"
@@ -105,6 +96,8 @@ def write_pictures(run: RunDir, kernel: KernelFile, history: History, best: Atte
         consts = hook_constants(kernel, rec.hardware)
         panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts)),
                   (f"best: {best.family}", best_ids)]
+        if achievable is not None and best.report is not None and best.report.short_of_achievable:
+            panels.append(plots.DiePanel("achievable grouping (partitioner)", achievable))
         domains = slot_domains(int(panels[0][1].size), rec.hardware)
         names.append(plots.plot_tile_map(panels, domains, grid, rec.hardware.num_domains,
                                          run.path / "tiles.png").name)
@@ -137,6 +130,9 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
                 + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
                    is not None else ")."), ""]
         out += [f"Bounds: {bounds_text(best.report)}.", ""]
+        needs = achievable_sentence(best.report, rec.hardware.num_domains)
+        if needs:
+            out += [needs, ""]
         if grouping:
             out += [f"Where the best remap puts programs: {grouping}.", ""]
         if best.report.timing and baseline.report.timing:
@@ -165,7 +161,9 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
     (run.path / "report.md").write_text("\n".join(out) + "\n")
 
 
-def write_all(run: RunDir, kernel: KernelFile, history: History) -> None:
+def write_all(run: RunDir, kernel: KernelFile, history: History, achievable: np.ndarray | None = None) -> None:
+    """Everything from the history; `achievable` (die per logical program, from the profiler that found the
+    bound: it is not on disk) adds the bound's grouping to tiles.png."""
     best = history.best()
     best_ids, grouping = None, None
     if best is not None:
@@ -173,4 +171,4 @@ def write_all(run: RunDir, kernel: KernelFile, history: History) -> None:
         grid = kernel.grid(run.record.size)
         best_ids = logical_ids(best.source, kernel.hook, grid, hook_constants(kernel, run.record.hardware))
         grouping = grouping_sentence(best_ids, grid, run.record.hardware)
-    write_report(run, history, write_pictures(run, kernel, history, best, best_ids), grouping)
+    write_report(run, history, write_pictures(run, kernel, history, best, best_ids, achievable), grouping)

@@ -162,7 +162,9 @@ def _origin(proposer: Proposer):
     return "llm" if proposer.name in ("llm", "hybrid") else "search"
 
 
-def finish(run: RunDir, kernel: KernelFile, history: History) -> None:
-    """Write best/, report.md and the pictures."""
-    artifacts.write_all(run, kernel, history)
+def finish(run: RunDir, kernel: KernelFile, history: History, profiler: Profiler | None = None) -> None:
+    """Write best/, report.md and the pictures; a profiler that found the achievable bound's assignment
+    (the simulator's `achievable_assignment`) lends it to tiles.png."""
+    lend = getattr(profiler, "achievable_assignment", None)
+    artifacts.write_all(run, kernel, history, lend(kernel, run.record.size) if lend else None)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -62,23 +63,41 @@ def _tile_layout(grid: tuple[int, ...]) -> tuple[int, int]:
     return int(math.ceil(total / cols)), cols
 
 
-def plot_tile_map(panels: list[tuple[str, np.ndarray]], slot_domain: np.ndarray, grid: tuple[int, ...],
-                  num_domains: int, path: Path) -> Path:
-    """For each panel (title, logical id of every launch slot), colour each logical tile by the die
-    that runs it; brightness falls with launch order, so early tiles are vivid and late ones pale."""
+@dataclass(frozen=True)
+class DiePanel:
+    """A panel that already says which die runs each logical tile (a partition, not a launch order): it
+    has no launch order to fade by, so it is drawn at full colour."""
+
+    title: str
+    die_of_logical: np.ndarray
+
+
+Panel = tuple[str, np.ndarray] | DiePanel  # (title, logical id of every launch slot), or a DiePanel
+
+
+def _die_and_order(panel: Panel, slot_domain: np.ndarray, total: int) -> tuple[str, np.ndarray, np.ndarray]:
+    """A panel's title, the die of each logical tile, and its launch order in [0, 1] (0: first, or no order)."""
+    if isinstance(panel, DiePanel):
+        return f"{panel.title}, full colour (no launch order)", panel.die_of_logical, np.zeros(total)
+    title, logical_of_slot = panel
+    slot_of_logical = np.empty(total, dtype=np.int64)
+    slot_of_logical[logical_of_slot] = np.arange(total)
+    return title, slot_domain[slot_of_logical], slot_of_logical / max(1, total - 1)
+
+
+def tile_map_figure(panels: list[Panel], slot_domain: np.ndarray, grid: tuple[int, ...], num_domains: int):
+    """The tile map as a figure, one axes per panel (plot_tile_map saves it)."""
     rows, cols = _tile_layout(grid)
     shown_r, shown_c = min(rows, _MAX_TILES_SHOWN[0]), min(cols, _MAX_TILES_SHOWN[1])
     total = int(np.prod(grid))
     base = plt.get_cmap("tab10" if num_domains <= 10 else "tab20")
     cmap = ListedColormap([base(i % base.N) for i in range(num_domains)])
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), dpi=110, squeeze=False)
-    for ax, (title, logical_of_slot) in zip(axes[0], panels):
-        slot_of_logical = np.empty(total, dtype=np.int64)
-        slot_of_logical[logical_of_slot] = np.arange(total)
+    for ax, panel in zip(axes[0], panels):
+        title, die_of_logical, order_of_logical = _die_and_order(panel, slot_domain, total)
         die = np.full(rows * cols, np.nan)
         order = np.full(rows * cols, np.nan)
-        die[:total] = slot_domain[slot_of_logical]
-        order[:total] = slot_of_logical / max(1, total - 1)
+        die[:total], order[:total] = die_of_logical, order_of_logical
         die = die.reshape(rows, cols)[:shown_r, :shown_c]
         order = order.reshape(rows, cols)[:shown_r, :shown_c]
         rgba = cmap(np.nan_to_num(die).astype(int))
@@ -94,6 +113,14 @@ def plot_tile_map(panels: list[tuple[str, np.ndarray]], slot_domain: np.ndarray,
                ncol=min(num_domains, 8), fontsize=8, frameon=False)
     fig.suptitle("Which die runs each logical tile (paler = launched later)", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 0.95))
+    return fig
+
+
+def plot_tile_map(panels: list[Panel], slot_domain: np.ndarray, grid: tuple[int, ...],
+                  num_domains: int, path: Path) -> Path:
+    """For each panel, colour each logical tile by the die that runs it; in a launch-order panel
+    brightness falls with launch order, so early tiles are vivid and late ones pale."""
+    fig = tile_map_figure(panels, slot_domain, grid, num_domains)
     fig.savefig(path)
     plt.close(fig)
     return path

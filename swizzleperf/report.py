@@ -104,6 +104,12 @@ class BottleneckReport(_ReadsItsOwnJSON):
     achievable_pct: float | None = Field(
         None, description="multi-die: the hit rate of the best balanced assignment of programs to dies found "
                           "(infinite per-die caches); None where not computed")
+    achievable_fetches: int | None = Field(
+        None, description="multi-die: the sector fetches of that assignment (read-only sectors, each once per die "
+                          "that reads it); None where not computed")
+    achievable_grouping: str | None = Field(
+        None, description="multi-die: which logical programs that assignment puts on die 0, as a sentence (the "
+                          "grouping a remap would imitate); None where not computed")
     accesses: int | None = None
     hits: int | None = None
     unique_lines: int | None = Field(None, description="compulsory fetches: distinct read-only lines or sectors")
@@ -138,6 +144,17 @@ class BottleneckReport(_ReadsItsOwnJSON):
             return True
         return (self.unique_lines is not None and self.accesses is not None and self.hits is not None
                 and self.accesses - self.hits <= self.unique_lines)
+
+    @property
+    def short_of_achievable(self) -> bool:
+        """The achievable bound is known and this remap misses it: it fetches more than the bound's
+        assignment (the hit rate can't say: an L1 lowers it without a fetch more), or, where the fetches
+        are unknown, its hit rate is more than 0.01 points below. Never at the ceiling."""
+        if self.achievable_pct is None or self.at_ceiling:
+            return False
+        if self.achievable_fetches is not None and self.accesses is not None and self.hits is not None:
+            return self.accesses - self.hits > self.achievable_fetches
+        return self.hit_pct < self.achievable_pct - 0.01
 
     @property
     def metric_name(self) -> str:

@@ -173,7 +173,7 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
-    finish(run, kernel, history)
+    finish(run, kernel, history, profiler)
     _summarise(console, run, history)
     if request.write:
         _write_kernel(console, run, kernel)

@@ -1,10 +1,16 @@
-"""The achievable bound of a trace: read-only sectors as nets, and the fallbacks that keep it fast."""
+"""The achievable bound of a trace: read-only sectors as nets, the fallbacks that keep it fast, and the
+assignment the simulator profiler keeps (die per logical program)."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from swizzleperf.bounds.achievable import achievable_bound, assignment_fetches, read_only_nets
+import swizzleperf.bounds.achievable as bound_module
+from swizzleperf.bounds.achievable import Achievable, achievable_bound, assignment_fetches, read_only_nets
 from swizzleperf.hardware import PRESETS
+from swizzleperf.kernel import load_kernel
+from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.sim.engine import prepare
 from swizzleperf.sim.trace import Trace
 
@@ -53,3 +59,34 @@ def test_large_hypergraphs_fall_back_to_the_dispatchers_assignment():
     prepared = prepare(_rows_trace(rows=16, chunks=8, lines_per_row=4))
     found = achievable_bound(prepared, MI300X, max_pins=100)
     assert found.fetches == 16 * 4 * 8 and "more than the partitioner's budget of 100" in found.how
+
+
+def test_the_profiler_keeps_the_assignment_per_logical_program_and_never_recomputes_it(tmp_path, monkeypatch):
+    """The partitioner's vertices are trace programs; under a reversing original hook trace program p ran
+    logical 255 - p, so the die of logical l is part[255 - l]."""
+    text = (Path(__file__).resolve().parents[1] / "kernels/softmax.py").read_text()
+    text = text.replace("    return pid\n", "    return num_pids - 1 - pid\n", 1)
+    (tmp_path / "softmax.py").write_text(text)
+    kernel = load_kernel(tmp_path / "softmax.py")
+    assert kernel.grid("small") == (256,)
+    part = np.arange(256) // 3 % 8  # by trace program: not symmetric under the reversal
+    calls = []
+
+    def fake_bound(prepared, hw):
+        calls.append(prepared.num_programs)
+        return Achievable(hit_pct=90.0, fetches=123, min_fetches=100, part=part, how="by hand")
+
+    monkeypatch.setattr(bound_module, "achievable_bound", fake_bound)
+    profiler = SimProfiler(MI300X)
+    profiler._traces[(kernel.sha256, "small")] = _rows_trace(rows=64, chunks=4, lines_per_row=2)
+    assert profiler.achievable_assignment(kernel, "small") is None  # not computed yet, and not computed by asking
+    assert calls == []
+    assert profiler.achievable(kernel, "small", None)[0] == 90.0
+    profiler.achievable(kernel, "small", None)
+    assignment = profiler.achievable_assignment(kernel, "small")
+    assert calls == [256]
+    assert assignment.tolist() == part[::-1].tolist()
+    one_l2 = SimProfiler(PRESETS["h100"])
+    one_l2._traces[(kernel.sha256, "small")] = profiler._traces[(kernel.sha256, "small")]
+    one_l2.achievable(kernel, "small", 95.0)
+    assert one_l2.achievable_assignment(kernel, "small") is None and calls == [256]

@@ -73,3 +73,40 @@ def test_bounds_text_says_how_close_the_fetches_are_to_the_minimum():
         "ceiling 75.00% (every read-only sector fetched once, every read reaching the L2); achievable 70.00% "
         "(the best balanced assignment of programs to dies found, caches big enough for every first touch); "
         "the L2 fetched 200 vs 100 compulsory (2.00x)")
+
+
+def test_the_partition_sentence_names_what_the_bound_puts_on_die_0():
+    import numpy as np
+
+    from swizzleperf.grouping import partition_sentence
+
+    # 4 x 8 tiles on 8 dies in 2 x 2 blocks: die (row // 2) * 4 + col // 2, so die 0 has tiles (0-1, 0-1)
+    rows, cols = np.divmod(np.arange(32), 8)
+    blocks = (rows // 2) * 4 + cols // 2
+    assert partition_sentence(blocks, (4, 8), 8) == (
+        "The achievable bound's assignment puts logical programs 0-1, 8-9 on die 0 of 8 "
+        "(4 of 32 programs; tile rows 0-1, columns 0-1 of 4 x 8)")
+    assert partition_sentence(np.arange(32) // 4 % 8, (32,), 8) == (
+        "The achievable bound's assignment puts logical programs 0-3 on die 0 of 8 (4 of 32 programs)")
+
+
+def test_short_of_the_bound_counts_fetches_not_the_hit_rate():
+    def report(hits, **bound):
+        return BottleneckReport(source="sim", hardware="mi300x", kernel="k", size="s", hit_pct=100 * hits / 400,
+                                ceiling_pct=90.0, achievable_pct=85.0, accesses=400, hits=hits, unique_lines=50,
+                                **bound)
+
+    # 80 misses against the bound's 80 fetches: an L1 kept its hit rate (80%) below the bound's 85%
+    assert not report(320, achievable_fetches=80).short_of_achievable
+    assert report(319, achievable_fetches=80).short_of_achievable
+    assert report(320).short_of_achievable  # fetches unknown: the hit rate decides
+    assert not report(341).short_of_achievable  # 85.25%: at the bound's hit rate
+    assert not report(350, achievable_fetches=10).short_of_achievable  # 50 misses: only the compulsory ones
+    assert not BottleneckReport(source="sim", hardware="h", kernel="k", size="s", hit_pct=1.0).short_of_achievable
+
+
+def test_reports_written_before_the_bounds_grouping_still_load():
+    old = ('{"schema_version": 2, "source": "sim", "hardware": "mi300x", "kernel": "k", "size": "s", "metric": "read",'
+           ' "hit_pct": 50.0, "achievable_pct": 70.0, "simulated": true}')
+    report = BottleneckReport.model_validate_json(old)
+    assert report.achievable_pct == 70.0 and report.achievable_grouping is None and report.achievable_fetches is None

@@ -57,6 +57,25 @@ def test_aware_context_states_the_spec_dispatch_and_per_die_profile(prompts):
     assert "$" not in text  # every placeholder was filled
 
 
+def test_the_model_sees_the_bounds_grouping_to_imitate_where_the_remap_misses_it(prompts):
+    import numpy as np
+
+    from swizzleperf.grouping import partition_sentence
+
+    report = mi300x_report()
+    misses = report.accesses - report.hits
+    grouping = partition_sentence(np.arange(16_384) // 2048, (16_384,), 8)  # whole rows: 512 rows per XCD
+    assert grouping.startswith("The achievable bound's assignment puts logical programs 0-2047 on die 0 of 8")
+    short = report.model_copy(update=dict(achievable_pct=96.0, achievable_fetches=300_000,
+                                          achievable_grouping=grouping))
+    text = hardware_context("aware", PRESETS["mi300x"], short, prompts, HOOK)
+    assert f"- {grouping} (die = XCD). A remap that gives every XCD a group like this one" in text
+    reached = short.model_copy(update=dict(achievable_fetches=misses))  # an L1 keeps its rate below 96%
+    assert grouping not in hardware_context("aware", PRESETS["mi300x"], reached, prompts, HOOK)
+    assert hardware_context("unaware", PRESETS["mi300x"], short, prompts, HOOK) == NO_HARDWARE
+    assert grouping not in report_summary("aware", short)  # one line per attempt: the grouping is said once
+
+
 def test_measured_reports_say_so(prompts):
     text = describe_profile(mi300x_report(source="rocprofv3"), PRESETS["mi300x"])
     assert "measured with rocprofv3" in text and "simulator" not in text

@@ -5,6 +5,7 @@ import io
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -76,6 +77,15 @@ def test_optimize_writes_a_complete_run_and_leaves_the_kernel_alone(small_softma
     assert f"**Best: `{best.family}`" in report and "| 3 | search |" in report
     assert f"Bounds: ceiling {best.report.ceiling_pct:.2f}%" in report and "achievable" in report
     assert "Where the best remap puts programs: die 0 of 8 runs logical programs" in report
+    # the simulator says what the achievable bound's assignment groups; tiles.png and report.md show it only
+    # where the best remap fetches more than that assignment
+    assert best.report.achievable_grouping.startswith("The achievable bound's assignment puts logical programs")
+    assert base.report.short_of_achievable  # the identity spreads each row's chunks over 4 dies
+    short = best.report.short_of_achievable
+    assert (best.report.achievable_grouping in report) == short
+    assert ("The best remap already reaches the achievable bound." in report) != short
+    panels = struct.unpack(">I", (run.path / "tiles.png").read_bytes()[16:20])[0] / 572  # 5.2 in at 110 dpi each
+    assert panels == (3 if short else 2)
     for png in ("hit_rate.png", "tiles.png"):
         assert (run.path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

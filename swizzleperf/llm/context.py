@@ -71,6 +71,9 @@ def describe_profile(report: BottleneckReport, spec: HardwareSpec) -> str:
         head += (f"; achievable {report.achievable_pct:.2f}% (the best balanced assignment of programs to "
                  f"{die}s a partitioner found)")
     lines.append(head + ".")
+    if report.achievable_grouping and spec.num_domains > 1 and report.short_of_achievable:
+        lines.append(f"- {report.achievable_grouping} (die = {die}). A remap that gives every {die} a group "
+                     f"like this one approaches the achievable rate.")
     fetched = [d.unique_lines for d in report.per_domain]
     if report.unique_lines and len(fetched) > 1 and all(u is not None for u in fetched):
         total = sum(fetched)

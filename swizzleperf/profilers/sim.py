@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from swizzleperf.evaluate import hook_constants
+from swizzleperf.grouping import partition_sentence
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
 from swizzleperf.remap import logical_ids
@@ -21,6 +23,9 @@ from swizzleperf.report import BottleneckReport
 from swizzleperf.sim.capture import capture_trace
 from swizzleperf.sim.engine import prepare, simulate
 from swizzleperf.sim.trace import Trace
+
+if TYPE_CHECKING:
+    from swizzleperf.bounds.achievable import Achievable
 
 
 class SimProfiler:
@@ -34,6 +39,7 @@ class SimProfiler:
         self._traces: dict[tuple[str, str], Trace] = {}
         self._captured_as: dict[tuple[str, str], np.ndarray] = {}
         self._achievable: dict[tuple[str, str], tuple[float | None, str]] = {}
+        self._bound_found: dict[tuple[str, str], Achievable] = {}  # where a multi-die assignment exists
 
     def trace(self, kernel: KernelFile, size: str) -> Trace:
         key = (kernel.sha256, size)
@@ -46,14 +52,18 @@ class SimProfiler:
         """Per launch slot, the logical program (C-order linear index) the remap sends it."""
         return logical_ids(remap_source, kernel.hook, kernel.grid(size), hook_constants(kernel, self.hw))
 
-    def program_for_slot(self, kernel: KernelFile, remap_source: str, size: str) -> np.ndarray:
+    def captured_program(self, kernel: KernelFile, size: str) -> np.ndarray:
+        """Per logical program, the index of the trace program that ran it (the original hook's launch slot)."""
         key = (kernel.sha256, size)
         if key not in self._captured_as:
             original = self.logical_of_slot(kernel, kernel.hook_source, size)
             captured = np.empty_like(original)
-            captured[original] = np.arange(original.size)  # logical id -> captured program index
+            captured[original] = np.arange(original.size)
             self._captured_as[key] = captured
-        return self._captured_as[key][self.logical_of_slot(kernel, remap_source, size)]
+        return self._captured_as[key]
+
+    def program_for_slot(self, kernel: KernelFile, remap_source: str, size: str) -> np.ndarray:
+        return self.captured_program(kernel, size)[self.logical_of_slot(kernel, remap_source, size)]
 
     def profile(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
         trace = self.trace(kernel, size)
@@ -67,25 +77,41 @@ class SimProfiler:
                                 f"{self.hw.name}'s {self.hw.programs_per_cu}")
         report.achievable_pct, note = self.achievable(kernel, size, report.ceiling_pct)
         report.notes.append(note)
+        part = self.achievable_assignment(kernel, size)
+        if part is not None:
+            report.achievable_fetches = self._bound_found[(kernel.sha256, size)].fetches
+            report.achievable_grouping = partition_sentence(part, kernel.grid(size), self.hw.num_domains)
         return report
 
     def achievable(self, kernel: KernelFile, size: str, ceiling_pct: float | None) -> tuple[float | None, str]:
         """The multi-die achievable bound for this kernel and size (once per trace) and a note saying what it is."""
         key = (kernel.sha256, size)
         if key not in self._achievable:
-            self._achievable[key] = self._compute_achievable(kernel, size, ceiling_pct)
+            pct, note, found = self._compute_achievable(kernel, size, ceiling_pct)
+            self._achievable[key] = pct, note
+            if found is not None:
+                self._bound_found[key] = found
         return self._achievable[key]
 
-    def _compute_achievable(self, kernel: KernelFile, size: str, ceiling_pct: float | None) -> tuple[float | None, str]:
+    def achievable_assignment(self, kernel: KernelFile, size: str) -> np.ndarray | None:
+        """The die of each logical program in the achievable bound's assignment, as found by `achievable`
+        (never computed here: it costs a partitioner run); None before that, on one L2, or where n/a."""
+        found = self._bound_found.get((kernel.sha256, size))
+        # the partitioner's vertices are trace programs; a logical program is the one its captured program ran
+        return None if found is None else found.part[self.captured_program(kernel, size)]
+
+    def _compute_achievable(self, kernel: KernelFile, size: str,
+                            ceiling_pct: float | None) -> tuple[float | None, str, Achievable | None]:
         if self.hw.num_domains == 1:
-            return ceiling_pct, "achievable = ceiling: one shared L2, so every assignment of programs shares it"
+            return ceiling_pct, "achievable = ceiling: one shared L2, so every assignment of programs shares it", None
         from swizzleperf.bounds.achievable import achievable_bound
         from swizzleperf.bounds.partition import PartitionerMissing
 
         try:
             found = achievable_bound(prepare(self.trace(kernel, size)), self.hw)
         except PartitionerMissing as exc:
-            return None, f"achievable bound n/a: {exc}"
-        return found.hit_pct, (f"achievable = the read hit rate of the best balanced assignment of programs to the "
-                               f"{self.hw.num_domains} dies found ({found.how}), with caches big enough that only "
-                               f"first touches miss: {found.fetches:,} fetches vs {found.min_fetches:,} on one cache")
+            return None, f"achievable bound n/a: {exc}", None
+        note = (f"achievable = the read hit rate of the best balanced assignment of programs to the "
+                f"{self.hw.num_domains} dies found ({found.how}), with caches big enough that only "
+                f"first touches miss: {found.fetches:,} fetches vs {found.min_fetches:,} on one cache")
+        return found.hit_pct, note, found
