@@ -102,7 +102,9 @@ def main() -> None:
     start = time.perf_counter()
     tiny = Trace(lines=np.arange(4), is_store=np.zeros(4, bool), event_offsets=np.arange(5),
                  program_offsets=np.array([0, 2, 4]), line_bytes=hw.line_bytes)
-    for set_index in ("hash", "modulo", "xor_fold"):
+    pow2 = hw.sets_per_partition & (hw.sets_per_partition - 1) == 0
+    set_indices = ("hash", "modulo", "xor_fold") if pow2 else ("hash", "modulo")  # xor_fold: power-of-two sets only
+    for set_index in set_indices:
         simulate(tiny, np.arange(2), hw.model_copy(update={"set_index": set_index}))
     print(f"numba warm-up (compile or load from cache, excluded below): {time.perf_counter() - start:.2f} s")
 
@@ -113,7 +115,7 @@ def main() -> None:
               "row-grouped": row_grouped(trace.num_programs, hw.num_domains)}
     per_core = []
     for name, perm in remaps.items():
-        for set_index in ("hash", "modulo", "xor_fold"):
+        for set_index in set_indices:
             variant = hw.model_copy(update={"set_index": set_index})
             wall, cpu, result = timed(lambda: simulate(prepared, perm, variant), args.repeats)
             per_core.append(trace.num_accesses / cpu / 1e6)

@@ -198,9 +198,9 @@ def _print_set_index_spread(kernel: KernelFile, spec, size: str, remaps: list[tu
         table.add_column(scheme + (" (preset)" if scheme == spec.set_index else ""), justify="right")
     rows: dict[str, list[str]] = {name: [] for name, _ in remaps}
     for scheme in schemes:
-        if scheme == "xor_fold" and spec.num_sets & (spec.num_sets - 1):
+        if scheme == "xor_fold" and spec.sets_per_partition & (spec.sets_per_partition - 1):
             for name in rows:
-                rows[name].append(f"n/a ({spec.num_sets} sets: not a power of two)")
+                rows[name].append(f"n/a ({spec.sets_per_partition} sets: not a power of two)")
             continue
         prof = SimProfiler(spec.model_copy(update={"set_index": scheme}))
         for name, source in remaps:

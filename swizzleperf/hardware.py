@@ -83,8 +83,8 @@ class HardwareSpec(BaseModel):
             raise ValueError(
                 f"l2_bytes_per_domain ({self.l2_bytes_per_domain}) must be a multiple of "
                 f"line_bytes * l2_ways ({per_set}) so the cache has a whole number of sets")
-        if self.set_index == "xor_fold" and self.num_sets & (self.num_sets - 1):
-            raise ValueError(f"set_index xor_fold needs a power-of-two set count, got {self.num_sets}")
+        if self.set_index == "xor_fold" and self.sets_per_partition & (self.sets_per_partition - 1):
+            raise ValueError(f"set_index xor_fold needs a power-of-two set count, got {self.sets_per_partition}")
         sector = self.sector_bytes or self.line_bytes
         if sector & (sector - 1) or self.line_bytes % sector or self.line_bytes // sector > 8:
             raise ValueError(f"sector_bytes must be a power of two dividing line_bytes ({self.line_bytes}) into at "
@@ -107,6 +107,10 @@ class HardwareSpec(BaseModel):
     @property
     def num_sets(self) -> int:
         return self.l2_bytes_per_domain // (self.line_bytes * self.l2_ways)
+
+    @property
+    def sets_per_partition(self) -> int:
+        return self.num_sets // self.l2_partitions
 
     @property
     def partition_of_cu(self) -> list[int]:

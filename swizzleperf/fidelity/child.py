@@ -15,26 +15,11 @@ import sys
 from pathlib import Path
 
 
-def compiled_metadata(module) -> dict[str, int]:
-    """num_warps, shared (bytes) and n_regs of the first compiled @triton.jit kernel found in `module`."""
-    for value in vars(module).values():
-        caches = getattr(value, "device_caches", None)
-        if not caches:
-            continue
-        for cache in caches.values():
-            for compiled in (cache[0] if isinstance(cache, tuple) else cache).values():
-                if hasattr(compiled, "_init_handles"):
-                    compiled._init_handles()
-                meta = compiled.metadata
-                return {"num_warps": int(meta.num_warps), "shared": int(meta.shared),
-                        "n_regs": int(getattr(compiled, "n_regs", -1)), "n_spills": int(getattr(compiled, "n_spills", -1))}
-    return {}
-
-
 def main(argv: list[str]) -> int:
     import torch
 
     from swizzleperf.kernel import load_kernel
+    from swizzleperf.occupancy import compiled_metadata
 
     size_name, num_xcds, compiled_json, *files = argv
     kernels = [load_kernel(f) for f in files]

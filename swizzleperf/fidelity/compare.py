@@ -102,7 +102,7 @@ def _ranks(x: np.ndarray) -> np.ndarray:
 def compare_kernel(kernel: KernelFile, record: MeasuredKernel, hw: HardwareSpec, profiler_factory=SimProfiler,
                    progress=None) -> KernelComparison:
     kernel_hw = hardware_for(record, hw)
-    profiler = profiler_factory(kernel_hw, progress=progress)
+    profiler = profiler_factory(kernel_hw, progress=progress, gpu_occupancy=False)  # occupancy as measured
     rows = [_compare(profiler.profile(kernel, remap.source, record.size), remap) for remap in record.remaps]
     return KernelComparison(kernel=record.kernel, size=record.size, hardware=kernel_hw, remaps=rows)
 

@@ -17,6 +17,7 @@ import numpy as np
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.grouping import partition_sentence
 from swizzleperf.hardware import HardwareSpec
+from swizzleperf import occupancy
 from swizzleperf.kernel import KernelFile
 from swizzleperf.remap import logical_ids
 from swizzleperf.report import BottleneckReport
@@ -32,10 +33,12 @@ class SimProfiler:
     name = "sim"
 
     def __init__(self, hw: HardwareSpec, cache_dir: Path | None = None,
-                 progress: Callable[[int, int], None] | None = None):
+                 progress: Callable[[int, int], None] | None = None, gpu_occupancy: bool = True):
         self.hw = hw
         self.cache_dir = cache_dir
         self.progress = progress
+        self.gpu_occupancy = gpu_occupancy  # False: never compile on a local GPU (e.g. occupancy already measured)
+        self._occupancy: dict[tuple[str, str], tuple[HardwareSpec, str]] = {}
         self._traces: dict[tuple[str, str], Trace] = {}
         self._captured_as: dict[tuple[str, str], np.ndarray] = {}
         self._achievable: dict[tuple[str, str], tuple[float | None, str]] = {}
@@ -67,14 +70,9 @@ class SimProfiler:
 
     def profile(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
         trace = self.trace(kernel, size)
-        # Occupancy decides which programs share the L2 at once: a kernel that fills a CU with one
-        # program (FA2 at D = 128) simulated at the preset's 2 would run two Q blocks side by side.
-        hw = self.hw.with_occupancy(kernel.programs_per_cu)
+        hw, occupancy_note = self.kernel_hardware(kernel, size)
         report = simulate(trace, self.program_for_slot(kernel, remap_source, size), hw).to_report(kernel.name, size, hw)
-        if hw is not self.hw:
-            report.notes.append(f"occupancy: {kernel.name} declares PROGRAMS_PER_CU = {hw.programs_per_cu} (its "
-                                f"registers and shared memory), so {hw.programs_per_cu} per CU instead of "
-                                f"{self.hw.name}'s {self.hw.programs_per_cu}")
+        report.notes.append(occupancy_note)
         report.achievable_pct, note = self.achievable(kernel, size, report.ceiling_pct)
         report.notes.append(note)
         part = self.achievable_assignment(kernel, size)
@@ -82,6 +80,15 @@ class SimProfiler:
             report.achievable_fetches = self._bound_found[(kernel.sha256, size)].fetches
             report.achievable_grouping = partition_sentence(part, kernel.grid(size), self.hw.num_domains)
         return report
+
+    def kernel_hardware(self, kernel: KernelFile, size: str) -> tuple[HardwareSpec, str]:
+        """The hardware as this kernel runs on it (occupancy and L1: swizzleperf.occupancy), once per size.
+        Occupancy decides which programs share the caches at once: FA2 at D = 128 fills an SM with one
+        program, and simulated at the preset's 2 it would run two Q blocks side by side."""
+        key = (kernel.sha256, size)
+        if key not in self._occupancy:
+            self._occupancy[key] = occupancy.resolve(kernel, size, self.hw, use_gpu=self.gpu_occupancy)
+        return self._occupancy[key]
 
     def achievable(self, kernel: KernelFile, size: str, ceiling_pct: float | None) -> tuple[float | None, str]:
         """The multi-die achievable bound for this kernel and size (once per trace) and a note saying what it is."""

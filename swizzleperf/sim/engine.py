@@ -43,13 +43,12 @@ READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES, DRAM
 N_COUNTS = 7
 
 
+_SECTOR_COUNT = np.array([bin(m).count("1") for m in range(256)], dtype=np.int64)  # sectors in a mask
+
+
 @numba.njit(cache=True, nogil=True)
 def _popcount(mask):
-    count = 0
-    while mask:
-        count += mask & 1
-        mask >>= 1
-    return count
+    return _SECTOR_COUNT[mask]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -340,7 +339,7 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
     spl = hw.sectors_per_line
     masks = prepared.masks_for(spl)
     partitions = hw.l2_partitions
-    l2 = CacheGeometry(num_sets=hw.num_sets // partitions, ways=hw.l2_ways, set_index=hw.set_index)
+    l2 = CacheGeometry(num_sets=hw.sets_per_partition, ways=hw.l2_ways, set_index=hw.set_index)
     first_wave = np.asarray(hw.first_wave_cus(), dtype=np.int64)
     partition_of_cu = np.asarray(hw.partition_of_cu, dtype=np.int64)
     if partition_of_cu.max() >= partitions or first_wave.max() >= hw.cus_per_domain:  # model_copy skips validation
