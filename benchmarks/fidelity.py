@@ -67,7 +67,7 @@ def cmd_compare(args) -> int:
     print(f"measured: {measurement.device}, {measurement.tool}, --cache-control {measurement.cache_control}; "
           f"simulated: preset {hw.name} with each kernel's measured occupancy and L1 carve-out")
     print("read hit = L2 read lookups from the SMs that hit (ncu srcunit_tex op_read; sim: the same definition)")
-    pooled, rows = [], []
+    pooled, rows, ordered = [], [], [0.0, 0]
     for record in measurement.kernels:
         if record.error or (args.kernels and record.kernel not in args.kernels):
             continue
@@ -80,17 +80,21 @@ def cmd_compare(args) -> int:
             print(f"  {r.label[:42]:42s} {r.measured_read_pct:9.2f} {r.predicted_read_pct:9.2f} {r.ceiling_pct:8.2f} "
                   f"{r.measured_dram_bytes / 1e6:12.2f} {r.predicted_dram_bytes / 1e6:12.2f}")
         rho = result.rank_correlation
+        agree, pairs = result.ordered_pairs()
         print(f"  MAE {result.read_mae:.2f} points; rank corr {'n/a' if rho is None else f'{rho:.2f}'} "
-              f"(measured spread {result.measured_spread:.2f}); DRAM mean |rel err| "
+              f"(measured spread {result.measured_spread:.2f}); pairs apart by > 1 point ordered as measured: "
+              f"{agree:g}/{pairs}; DRAM mean |rel err| "
               f"{100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max {result.worst_over_ceiling:+.2f}")
         pooled += result.remaps
         rows.append(result)
+        ordered = [a + b for a, b in zip(ordered, (agree, pairs))]
     if pooled:
         mae = np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in pooled])
         dram = np.mean([abs(r.predicted_dram_bytes - r.measured_dram_bytes) / max(r.measured_dram_bytes, 1)
                         for r in pooled])
         print(f"\npooled over {len(pooled)} (kernel, remap) pairs: read hit MAE {mae:.2f} points, DRAM mean |rel err| "
-              f"{100 * dram:.1f}%, max measured - ceiling {max(r.worst_over_ceiling for r in rows):+.2f} points")
+              f"{100 * dram:.1f}%, max measured - ceiling {max(r.worst_over_ceiling for r in rows):+.2f} points, "
+              f"pairs apart by > 1 point ordered as measured {ordered[0]:g}/{ordered[1]}")
     return 0
 
 

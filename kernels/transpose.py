@@ -9,8 +9,10 @@ once, so the only data programs share is *cache lines*: a tile row of fp16 is 64
   - the output line holding out[r, 64c : 64c + 64] is written by the vertical pair of tiles
     (2c, j) and (2c + 1, j).
 Each line is touched by exactly two programs, so the best any schedule can do is fetch it once
-and hit once: an L2 hit-rate ceiling of 50 %. Fp32 32 x 32 tiles (or fp16 64 x 64) would make
-every tile row a whole line, share nothing, and leave a remap nothing to find.
+and hit once: an L2 read hit-rate ceiling of 50 % where the L2 fills whole 128 B lines (AMD).
+NVIDIA's L2 fills 32 B sectors, so there the two halves share nothing (read ceiling 0 %; ncu on
+an H100 agrees). Fp32 32 x 32 tiles (or fp16 64 x 64) would make every tile row a whole line,
+share nothing, and leave a remap nothing to find.
 
 With the identity order and round-robin dispatch, a horizontal pair has consecutive ids and so
 always runs on two different dies; a vertical pair is num_pid_n ids apart and shares a die only

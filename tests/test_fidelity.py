@@ -68,6 +68,16 @@ def test_rank_correlation_and_errors():
     assert comparison.worst_over_ceiling == pytest.approx(0.0)
 
 
+def test_pair_order_ignores_measured_near_ties_and_halves_predicted_ties():
+    rows = [RemapComparison(label, measured, predicted, 90.0, 1.0, 1.0) for label, measured, predicted in [
+        ("a", 10.0, 5.0), ("b", 10.5, 6.0),  # 0.5 apart as measured: not compared
+        ("c", 30.0, 5.0),  # above a and b as measured; predicted tied with a, below b
+        ("d", 50.0, 40.0)]]  # above everything, predicted so
+    agree, pairs = KernelComparison("k", "s", H100, rows).ordered_pairs(min_gap=1.0)
+    # pairs: a-c (tie: 0.5), a-d (1), b-c (wrong: 0), b-d (1), c-d (1)
+    assert (agree, pairs) == (3.5, 5)
+
+
 def test_the_ncu_profiler_reports_the_read_hit_rate_from_real_counters():
     from swizzleperf.profilers import ncu
 

@@ -71,6 +71,22 @@ class KernelComparison:
     def rank_correlation(self) -> float | None:
         return spearman([r.measured_read_pct for r in self.remaps], [r.predicted_read_pct for r in self.remaps])
 
+    def ordered_pairs(self, min_gap: float = 1.0) -> tuple[int, int]:
+        """(pairs the simulator orders as measured, pairs compared) among remaps whose measured read hit
+        rates differ by more than `min_gap` points; a predicted tie counts half. Rank correlation over
+        every remap also scores the order of measured near-ties, which is noise."""
+        agree, pairs = 0.0, 0
+        rows = self.remaps
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                measured = a.measured_read_pct - b.measured_read_pct
+                if abs(measured) <= min_gap:
+                    continue
+                predicted = a.predicted_read_pct - b.predicted_read_pct
+                pairs += 1
+                agree += 0.5 if predicted == 0 else float((measured > 0) == (predicted > 0))
+        return agree, pairs
+
     @property
     def dram_mean_abs_rel_error(self) -> float:
         return float(np.mean([abs(r.predicted_dram_bytes - r.measured_dram_bytes) / max(r.measured_dram_bytes, 1.0)
