@@ -30,8 +30,6 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from swizzleperf.hardware import HardwareSpec
-
 # --- set-index functions -----------------------------------------------------------------------
 MODULO = 0  # set = line % num_sets: the textbook index, any set count
 XOR_FOLD = 1  # set = XOR of the line address cut into log2(num_sets)-bit pieces (power-of-two sets)
@@ -210,10 +208,6 @@ class CacheGeometry:
             raise ValueError(f"unknown set index '{self.set_index}': use one of {', '.join(SET_INDEX)}")
         if self.set_index == "xor_fold" and self.set_bits < 0:
             raise ValueError(f"xor_fold needs a power-of-two set count, got {self.num_sets}")
-
-    @classmethod
-    def of(cls, hw: HardwareSpec) -> "CacheGeometry":
-        return cls(num_sets=hw.num_sets, ways=hw.l2_ways, set_index=hw.set_index)
 
     @property
     def set_bits(self) -> int:
