@@ -12,6 +12,7 @@ import ast
 import re
 import textwrap
 
+from swizzleperf import source_text
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
 
@@ -117,5 +118,6 @@ def adapt_to_hook(source: str, hook: HookSignature) -> tuple[str, list[str]]:
     error, notes, changed = fit_signature(node, hook)
     if error:
         raise RemapRejected("signature", error)
-    text, render_notes = render_function(node, source.splitlines(), changed, old_name)
+    lines = [line.rstrip("\r\n") for line in source_text.lines(source)]  # the lines the parser numbered
+    text, render_notes = render_function(node, lines, changed, old_name)
     return text, notes + render_notes

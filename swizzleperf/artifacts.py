@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 
-from swizzleperf import plots
+from swizzleperf import plots, source_text
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.grouping import grouping_sentence
 from swizzleperf.history import Attempt, History
@@ -46,7 +46,7 @@ def provenance(run: RunDir, attempt: Attempt) -> str:
 def with_docstring(source: str, doc: str) -> str:
     """Replace (or add) the function's docstring, keeping the rest of the text as written."""
     fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
-    lines = source.splitlines()
+    lines = [line.rstrip("\r\n") for line in source_text.lines(source)]  # the lines the parser numbered
     first = fn.body[0]
     indent = " " * first.col_offset
     quoted = indent + '"""' + textwrap.indent(doc, indent).lstrip() + '\n' + indent + '"""'

@@ -1,7 +1,8 @@
 """The `swizzleperf` command line: hw, check, profile, optimize, runs.
 
-Expected failures (SwizzlePerfError) become one red line and exit code 2; set
-SWIZZLEPERF_DEBUG=1 or pass --debug to see the traceback instead.
+Expected failures (SwizzlePerfError) become one red line and exit code 2, and so does anything
+unexpected (an "internal error" line, never a traceback); set SWIZZLEPERF_DEBUG=1 or pass --debug
+to see the traceback instead. `check` exits 1 for a rejected remap.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from swizzleperf import __version__, hardware
-from swizzleperf.errors import ContractError, SwizzlePerfError
+from swizzleperf import __version__, hardware, source_text, untrusted
+from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
 from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.report import ceiling_text
 
@@ -50,20 +51,19 @@ def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks ins
 
 
 def _remap_from_file(path: Path, kernel: KernelFile) -> str:
-    """The hook-named function from a file (a bare remap, or a whole kernel file)."""
+    """The hook-named function from a file (a bare remap, or a whole kernel file), cut from the text the
+    parser read. Raises RemapRejected for a file no remap could be in (too large, not UTF-8, too deep)."""
     try:
-        text = path.read_text()
+        text = untrusted.read_file(path)
     except OSError as exc:
         raise ContractError(f"cannot read remap file {path}: {exc.strerror}") from exc
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return text  # let the static check report the syntax error with its line
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == kernel.hook.name:
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            return "".join(text.splitlines(keepends=True)[start - 1:node.end_lineno])
-    return text
+    tree = untrusted.parse(text, untrusted.MAX_FILE_BYTES)  # a syntax error is reported with the file's line
+    hooks = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == kernel.hook.name]
+    if len(hooks) > 1:
+        lines = ", ".join(str(source_text.function_span(node)[0]) for node in hooks)
+        raise RemapRejected("static", f"the file defines {kernel.hook.name}() {len(hooks)} times (lines {lines}); "
+                                      f"keep one")
+    return source_text.function_text(text, hooks[0]) if hooks else text
 
 
 # --- hw --------------------------------------------------------------------------------------
@@ -100,7 +100,12 @@ def check(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
           remap: Optional[Path] = typer.Option(None, "--remap", help="file with a remap to check instead of the kernel's own"),
           hw_name: Optional[str] = HardwareOpt,
           seeds: int = typer.Option(2, "--seeds", help="random inputs per size for the correctness check")) -> None:
-    """Check a kernel against the contract and a remap (static, bijectivity, correctness)."""
+    """Check a kernel against the contract and a remap (static, bijectivity, correctness).
+
+    Exit status: 0 the remap passed every check; 1 it was rejected (the line says at which stage and
+    why); 2 it could not be checked (the kernel breaks the contract, a file cannot be read, or the
+    checker itself failed).
+    """
     from swizzleperf.evaluate import CandidateEvaluator
     from swizzleperf.proposers.base import Proposal
 
@@ -109,7 +114,12 @@ def check(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
     console.print(f"[green]✓[/] contract: {kernel.path.name} hook [bold]{kernel.hook.render()}[/], "
                   f"sizes {', '.join(kernel.sizes)} (default {kernel.default_size})")
     console.print(f"  hardware {spec.name} ({why})")
-    source = _remap_from_file(remap, kernel) if remap else kernel.hook_source
+    try:
+        source = _remap_from_file(remap, kernel) if remap else kernel.hook_source
+    except RemapRejected as exc:
+        console.print(f"[red]✗[/] {exc.stage}: {escape(exc.reason)}")
+        console.print(f"[red]REJECTED[/] at {exc.stage}")
+        raise typer.Exit(1) from None
     evaluator = CandidateEvaluator(kernel, spec, profiler=None, size=kernel.default_size,
                                    correctness_seeds=tuple(range(seeds)))
     proposal = Proposal(source=source, family=remap.name if remap else "original hook", origin="baseline")
@@ -118,6 +128,9 @@ def check(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
     for stage in attempt.stages:
         mark = "[green]✓[/]" if stage.ok else "[red]✗[/]"
         console.print(f"{mark} {stage.stage}: {escape(stage.detail)} [dim]({stage.seconds:.1f} s)[/]")
+    if attempt.failure is not None and attempt.failure.checker_failed:
+        console.print(f"[red]COULD NOT CHECK[/] at {attempt.failure.stage}: the check itself failed, not the remap")
+        raise typer.Exit(2)
     if attempt.failure is not None:
         console.print(f"[red]REJECTED[/] at {attempt.failure.stage}")
         raise typer.Exit(1)
@@ -532,6 +545,12 @@ def main() -> None:
         if _state["debug"]:
             raise
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        sys.exit(2)
+    except Exception as exc:  # a bug, still one line and "could not" (2); --debug shows the traceback
+        if _state["debug"]:
+            raise
+        what = untrusted.echo(f"{type(exc).__name__}: {exc}", 500)
+        console.print(f"[red]internal error:[/] {escape(what)} (--debug shows the traceback)", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")

@@ -12,6 +12,7 @@ report, not an exception: the loop records it and moves on.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 import traceback
@@ -21,11 +22,13 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf.errors import ContractError, RemapRejected, SandboxError, SwizzlePerfError
+from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
 from swizzleperf.kernel import KernelFile, load_kernel
-from swizzleperf.sandbox import run_in_child
+from swizzleperf.isolation import Confinement
+from swizzleperf.sandbox import default_confinement, run_in_child
 
 _CHILD_TARGET = "swizzleperf.correctness:check_cases_child"
+CPU_MEMORY_MB = 8192  # the CPU interpreter's child: see _confinement
 
 
 class OutputCheck(BaseModel):
@@ -158,9 +161,13 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
         spliced.write_text(kernel.with_hook(remap_source))
         # Triton reads the flag as @triton.jit functions are built (its own, at import): set it both ways.
         env = {"TRITON_INTERPRET": "1" if device == "cpu" else "0"}
+        if device == "cpu":
+            env["MALLOC_ARENA_MAX"] = "4"  # each thread's arena reserves 64 MB of the address space capped below
         try:
             child = run_in_child(_CHILD_TARGET, {"kernel_path": str(spliced), **settings}, timeout, env=env,
-                                 what="the correctness check")
+                                 what="the correctness check", confinement=_confinement(device, timeout))
+        except ChildSetupError:
+            raise  # the installation's fault: the remap was not checked
         except SandboxError as exc:
             return failed(str(exc))
 
@@ -172,6 +179,18 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
         return failed(f"the kernel with this remap does not load: {setup_error}")
     cases = [CaseResult.model_validate(c) for c in child.value["cases"]]
     return CorrectnessReport.from_cases(kernel, cases, **settings, seconds=time.perf_counter() - t0)
+
+
+def _confinement(device: str, timeout: float) -> Confinement:
+    """On the CPU interpreter the suite's kernels peak near 1 GB of address space (330 MB resident) with
+    torch and Triton loaded; 4 threads keep the thread pools' reservations (OpenBLAS buffers, stacks)
+    from scaling with the machine's cores, so 8 GB holds anywhere. On a GPU the driver cannot start
+    under any address-space cap (CUDA failed at 4 and 16 GB on an H100), so only CPU time and file
+    size are capped there."""
+    base = default_confinement(timeout)
+    if device != "cpu":
+        return base
+    return dataclasses.replace(base, memory_mb=CPU_MEMORY_MB, network=False, threads=4)
 
 
 # --- child side ------------------------------------------------------------------------------

@@ -29,6 +29,10 @@ class SandboxError(SwizzlePerfError):
     """A child process crashed or ran past its time limit."""
 
 
+class ChildSetupError(SandboxError):
+    """A child process failed before it reached its work: the installation's fault, not the candidate's."""
+
+
 class ProfilerError(SwizzlePerfError):
     """A profiler is missing, crashed, or produced output we cannot read."""
 

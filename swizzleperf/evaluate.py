@@ -11,12 +11,15 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 from swizzleperf import correctness, remap
-from swizzleperf.errors import SwizzlePerfError
+from swizzleperf.errors import RemapRejected, SwizzlePerfError
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import Attempt, Stage, StageResult, kernel_diff
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import Proposal
+from swizzleperf.untrusted import echo
+
+_DETAIL_CHARS = 2000  # a stage's detail is one sentence; this bounds one that quotes too much
 
 
 def hook_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
@@ -52,20 +55,30 @@ class CandidateEvaluator:
             if on_stage:
                 on_stage(stage)
             s0 = time.perf_counter()
+            broken = False
             try:
                 ok, detail, data, produced = run(proposal)
-            except SwizzlePerfError as exc:  # a stage's own failure, e.g. a profiler crash
+            except RemapRejected as exc:  # the candidate's failure
                 ok, detail, data, produced = False, str(exc), None, None
-            stages.append(StageResult(stage=stage, ok=ok, detail=detail, seconds=time.perf_counter() - s0, data=data))
+            except Exception as exc:  # the check's own (a profiler crash, a bug): recorded, never raised
+                ok, detail, data, produced, broken = False, _error_text(exc), None, None, True
+            stages.append(StageResult(stage=stage, ok=ok, detail=echo(detail, _DETAIL_CHARS),
+                                      seconds=time.perf_counter() - s0, data=data, checker_failed=broken))
             if produced is not None:
                 report = produced
             if not ok:
                 break
-        diff = kernel_diff(self.kernel, proposal.source) if proposal.source.strip() else ""
+        diff = self._diff(proposal.source)
         return Attempt(iteration=iteration, origin=proposal.origin, family=proposal.family,
                        rationale=proposal.rationale, source=proposal.source, diff=diff, stages=stages,
                        report=report, usage=proposal.usage, memory_analysis=proposal.memory_analysis,
                        started_at=started, seconds=time.perf_counter() - t0)
+
+    def _diff(self, source: str) -> str:
+        try:
+            return kernel_diff(self.kernel, source) if source.strip() else ""
+        except Exception:  # noqa: BLE001 -- a diff is for reading; its absence must not lose the attempt
+            return ""
 
     # Each stage returns (ok, one-sentence detail, stage data for the record, bottleneck report or None).
 
@@ -94,3 +107,10 @@ class CandidateEvaluator:
         assert self.profiler is not None
         report = self.profiler.profile(self.kernel, proposal.source, self.size)
         return True, report.summary(), None, report
+
+
+def _error_text(exc: Exception) -> str:
+    """A stage's exception in one line: its own message if it is an expected failure, else its type too."""
+    if isinstance(exc, SwizzlePerfError):
+        return str(exc)
+    return f"could not check: {type(exc).__name__}: {exc}"

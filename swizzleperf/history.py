@@ -34,6 +34,8 @@ class StageResult(BaseModel):
     detail: str = Field(description="one sentence a person can read")
     seconds: float
     data: dict | None = Field(None, description="the stage's own report (bijectivity, correctness), as JSON")
+    checker_failed: bool = Field(False, description="the check itself failed (a kernel that does not load, a "
+                                                    "crash in swizzleperf), not the candidate")
 
 
 class Attempt(BaseModel):

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from swizzleperf import source_text
 from swizzleperf.errors import ContractError
 
 CONTRACT = '''\
@@ -104,8 +105,9 @@ class KernelFile:
 
     @property
     def hook_source(self) -> str:
-        lines = self.source.splitlines(keepends=True)
-        return "".join(lines[self.hook_lines[0] - 1:self.hook_lines[1]])
+        """The hook's lines, cut where the parser that numbered them splits lines (not splitlines())."""
+        start, end = self.hook_lines
+        return "".join(source_text.lines(self.source)[start - 1:end])
 
     def fn(self, name: str) -> Callable[..., Any]:
         return getattr(self.module, name)
@@ -127,10 +129,7 @@ class KernelFile:
 
     def with_hook(self, hook_source: str) -> str:
         """The kernel file's text with the remap hook replaced by `hook_source`."""
-        lines = self.source.splitlines(keepends=True)
-        start, end = self.hook_lines
-        body = hook_source if hook_source.endswith("\n") else hook_source + "\n"
-        return "".join(lines[:start - 1]) + body + "".join(lines[end:])
+        return source_text.replace_lines(self.source, self.hook_lines, hook_source)
 
 
 def _contract_error(path: Path, problem: str) -> ContractError:
@@ -169,9 +168,8 @@ def parse_hook(path: Path, tree: ast.Module, hook_name: str) -> tuple[HookSignat
              and n.func.id == hook_name]
     if not calls:
         raise _contract_error(path, f"the remap hook {hook_name}() is never called; call it at the top of the kernel")
-    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     signature = HookSignature(name=hook_name, pid=plain[0], grid_params=tuple(plain[1:]), constexprs=constexprs)
-    return signature, (start, node.end_lineno)
+    return signature, source_text.function_span(node)
 
 
 def import_module_from(path: Path, module_name: str | None = None) -> ModuleType:
@@ -195,9 +193,11 @@ def load_kernel(path: str | Path) -> KernelFile:
     path = Path(path).resolve()
     if not path.is_file():
         raise ContractError(f"kernel file {path} does not exist")
-    source = path.read_text()
     try:
+        source = source_text.decode(path.read_bytes())
         tree = ast.parse(source, filename=str(path))
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"{path.name} is not UTF-8 text (byte offset {exc.start})") from None
     except SyntaxError as exc:
         raise ContractError(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from exc
 

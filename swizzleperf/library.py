@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from swizzleperf import source_text
 from swizzleperf.adapt import adapt_to_hook
 from swizzleperf.errors import LibraryError, RunError
 from swizzleperf.kernel import HookSignature
@@ -118,7 +119,7 @@ def _check_name(name: str) -> None:
 
 def _rename_function(source: str, old: str, new: str) -> str:
     fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == old)
-    lines = source.splitlines(keepends=True)
+    lines = source_text.lines(source)  # the lines the parser numbered (not splitlines())
     i = fn.lineno - 1
     lines[i] = lines[i].replace(f"def {old}(", f"def {new}(", 1)
     return "".join(lines)
@@ -150,8 +151,7 @@ def entry_from_run(run: RunDir, name: str, kernel_hook: HookSignature) -> Librar
 
 def _function_source(module_text: str, name: str) -> str:
     fn = next(n for n in ast.parse(module_text).body if isinstance(n, ast.FunctionDef) and n.name == name)
-    start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
-    return "".join(module_text.splitlines(keepends=True)[start - 1:fn.end_lineno])
+    return source_text.function_text(module_text, fn)
 
 
 def transplant(entry: LibraryEntry, hook: HookSignature, kernel_name: str) -> tuple[str, list[str]]:

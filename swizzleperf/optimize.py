@@ -20,6 +20,7 @@ from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import LLMUsage, Proposal, ProposalContext, Proposer
 from swizzleperf.remap import normalise
 from swizzleperf.runs import BestRef, KernelRef, RunDir
+from swizzleperf.untrusted import echo
 
 
 @dataclass
@@ -93,31 +94,47 @@ def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: Can
             break
         iteration = len(history)
         observer.proposing(iteration)
-        context = ProposalContext(
-            kernel=kernel, hardware=record.hardware, baseline=history.baseline().report,
-            history=history.views(), every_attempt=tuple(history.all_views()), iteration=iteration,
-            seen_sources=frozenset(_normalised(a.source) for a in history.attempts),
-            best=history.best().report, memory_analysis=history.memory_analysis())
         try:
-            proposal = proposer.propose(context)
+            proposal = proposer.propose(_context(kernel, record.hardware, history, iteration))
         except LLMError as exc:  # the client already retried: record it and stop rather than burn patience
             # tokens spent earlier in this proposal (the memory analysis) travel on the error
             _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc, exc.usage,
                                                    exc.memory_analysis), observer)
             reason = f"the model failed: {exc}"
             break
-        except SwizzlePerfError as exc:
+        except Exception as exc:  # noqa: BLE001 -- a bad answer (or a bug reading it) is an attempt, not the end
             _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc), observer)
             continue
         if proposal is None:
             reason = f"the {proposer.name} proposer has nothing new to try"
             break
-        attempt = evaluator.evaluate(proposal, iteration, lambda s: observer.stage(iteration, proposal, s))
-        _record(run, history, attempt, observer)
+        _record(run, history, _evaluated(evaluator, proposal, iteration, observer), observer)
     observer.stopped(reason)
     record.status, record.status_detail = "finished", reason
     run.save()
     return history
+
+
+def _context(kernel: KernelFile, hardware: HardwareSpec, history: History, iteration: int) -> ProposalContext:
+    return ProposalContext(
+        kernel=kernel, hardware=hardware, baseline=history.baseline().report, history=history.views(),
+        every_attempt=tuple(history.all_views()), iteration=iteration,
+        seen_sources=frozenset(_normalised(a.source) for a in history.attempts),
+        best=history.best().report, memory_analysis=history.memory_analysis())
+
+
+def _evaluated(evaluator: CandidateEvaluator, proposal: Proposal, iteration: int, observer: Observer) -> Attempt:
+    """The proposal's attempt; an exception evaluate() itself did not turn into one becomes one here."""
+    try:
+        return evaluator.evaluate(proposal, iteration, lambda s: observer.stage(iteration, proposal, s))
+    except Exception as exc:  # noqa: BLE001 -- the loop survives anything one attempt does
+        failed = _as_failed(proposal, f"the attempt could not be evaluated: {type(exc).__name__}: {exc}")
+        return evaluator.evaluate(failed, iteration)
+
+
+def _as_failed(proposal: Proposal, error: str) -> Proposal:
+    """The proposal marked as failed before its checks, its text kept for the record."""
+    return proposal.model_copy(update={"extraction_error": echo(error, 1000)})
 
 
 def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer) -> None:
@@ -136,13 +153,18 @@ def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer)
     if attempt.usage is not None:
         record.usage = record.usage + attempt.usage
     run.save()
-    observer.attempt(attempt, history)
+    try:
+        observer.attempt(attempt, history)
+    except Exception:  # noqa: BLE001 -- a display problem must not end a run that is recorded on disk
+        pass
 
 
 def _failed_proposal(evaluator: CandidateEvaluator, proposer: Proposer, iteration: int, exc: Exception,
                      usage: LLMUsage | None = None, memory_analysis: str | None = None) -> Attempt:
+    what = str(exc) if isinstance(exc, SwizzlePerfError) else f"{type(exc).__name__}: {exc}"
     proposal = Proposal(source="", family="(proposer failed)", origin=_origin(proposer),
-                        extraction_error=f"the proposer failed: {exc}", usage=usage, memory_analysis=memory_analysis)
+                        extraction_error=echo(f"the proposer failed: {what}", 1000), usage=usage,
+                        memory_analysis=memory_analysis)
     return evaluator.evaluate(proposal, iteration)
 
 
@@ -154,7 +176,7 @@ def _attempts_since_best(history: History) -> int:
 def _normalised(source: str) -> str:
     try:
         return normalise(source)
-    except SyntaxError:
+    except Exception:  # noqa: BLE001 -- SyntaxError, or anything else: an earlier attempt must never stop the run
         return source
 
 

@@ -21,14 +21,21 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf.errors import RemapRejected, SandboxError
+from swizzleperf import untrusted
+from swizzleperf.errors import ChildSetupError, RemapRejected, SandboxError
+from swizzleperf.isolation import Confinement
 from swizzleperf.kernel import HookSignature
 from swizzleperf.sandbox import run_in_child
+from swizzleperf.untrusted import echo, show_int
 
 MAX_SOURCE_CHARS = 20_000
 MAX_NODES = 4_000
 MAX_DEPTH = 100  # syntax-tree nesting; keeps every recursive walk far from Python's recursion limit
 LOOP_TRIP_CAP = 64  # most loop-body executions per program, nested loops multiplied
+# The evaluating child's address space: the suite's hooks peak at 190-225 MB on their ~1M-program grids
+# (70-106 MB resident), so this leaves room for many intermediates and keeps any candidate under 1 GB.
+CHECK_MEMORY_MB = 1024
+_REASON_CHARS = 600  # a reason quotes candidate text: bounded, with the full length said
 
 # Calls a candidate may make: builtins by name, `tl.` functions by attribute, with their arity.
 ALLOWED_BUILTINS = {"min": (2, None), "max": (2, None)}
@@ -73,7 +80,7 @@ _REJECTED = {
 
 def _reject(reason: str, node: ast.AST | None = None) -> RemapRejected:
     where = f"line {node.lineno}: " if node is not None and hasattr(node, "lineno") else ""
-    return RemapRejected("static", where + reason)
+    return RemapRejected("static", echo(where + reason, _REASON_CHARS))  # names may be 18,000 characters long
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -168,10 +175,10 @@ class _SubsetChecker:
 
     def target(self, node: ast.expr) -> None:
         if not isinstance(node, ast.Name):
-            raise _reject(f"only plain names can be assigned, not `{ast.unparse(node)}`", node)
+            raise _reject(f"only plain names can be assigned, not `{echo(node)}`", node)
         self.name(node)
         if node.id in _RESERVED_NAMES:
-            raise _reject(f"`{node.id}` cannot be reassigned", node)
+            raise _reject(f"`{echo(node.id)}` cannot be reassigned", node)
 
     def loop(self, stmt: ast.For) -> None:
         self.target(stmt.target)
@@ -181,18 +188,18 @@ class _SubsetChecker:
         iterator = _dotted(it.func) if isinstance(it, ast.Call) else None
         if iterator not in LOOP_ITERATORS:
             raise _reject(f"loops must be `for i in range(C)` or `tl.static_range(C)` with a constant C, "
-                          f"not `for ... in {ast.unparse(it)}`", stmt)
+                          f"not `for ... in {echo(it)}`", stmt)
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise _reject(f"{iterator}() takes 1 to 3 positional bounds", stmt)
         for bound in it.args:
             self.expr(bound)
             runtime = sorted({n.id for n in ast.walk(bound) if isinstance(n, ast.Name)} - self.constexprs)
             if runtime:
-                raise _reject(f"loop bounds must be constants or constexpr parameters; `{ast.unparse(bound)}` "
+                raise _reject(f"loop bounds must be constants or constexpr parameters; `{echo(bound)}` "
                               f"uses {', '.join(runtime)}, so the trip count is not static", stmt)
         trips = _static_trip_count(it.args)
         if trips is not None and trips > LOOP_TRIP_CAP:
-            raise _reject(f"the loop runs {trips} times; the cap is {LOOP_TRIP_CAP}", stmt)
+            raise _reject(f"the loop runs {show_int(trips)} times; the cap is {LOOP_TRIP_CAP}", stmt)
         self.block(stmt.body, in_loop=True)
 
     def return_(self, stmt: ast.Return, in_loop: bool) -> None:
@@ -222,7 +229,7 @@ class _SubsetChecker:
         elif isinstance(node, ast.Name):
             self.name(node)
             if node.id not in self.defined:
-                raise _reject(f"`{node.id}` is not defined: only the hook's parameters and local variables "
+                raise _reject(f"`{echo(node.id)}` is not defined: only the hook's parameters and local variables "
                               f"can be used", node)
         elif isinstance(node, ast.BinOp):
             self.operator(node.op, node)
@@ -246,7 +253,7 @@ class _SubsetChecker:
             self.call(node)
         elif isinstance(node, ast.Attribute):
             self.attribute(node)
-            raise _reject(f"`{ast.unparse(node)}` can only be called, not used as a value", node)
+            raise _reject(f"`{echo(node)}` can only be called, not used as a value", node)
         elif isinstance(node, ast.Tuple):
             raise _reject("tuples are only allowed in `return` and in tuple assignment", node)
         else:
@@ -255,16 +262,19 @@ class _SubsetChecker:
     def constant(self, node: ast.Constant) -> None:
         value = node.value
         if isinstance(value, int):  # bools included
+            if value.bit_length() > untrusted.MAX_LITERAL_BITS:
+                raise _reject(f"an integer literal of {value.bit_length()} bits; remap constants fit in "
+                              f"{untrusted.MAX_LITERAL_BITS} bits", node)
             return
         if isinstance(value, str):
             raise _reject("string literals are not allowed (only the docstring)", node)
         if isinstance(value, float):
             raise _reject(f"float literal {value!r} is not allowed: remaps are integer arithmetic", node)
-        raise _reject(f"the literal {value!r} is not allowed: only integers and True/False", node)
+        raise _reject(f"the literal {echo(repr(value))} is not allowed: only integers and True/False", node)
 
     def name(self, node: ast.Name) -> None:
         if node.id.startswith("__"):
-            raise _reject(f"dunder names (`{node.id}`) are not allowed", node)
+            raise _reject(f"dunder names (`{echo(node.id)}`) are not allowed", node)
 
     def operator(self, op: ast.operator, node: ast.AST) -> None:
         if type(op) in _REJECTED:
@@ -276,33 +286,33 @@ class _SubsetChecker:
         for sub in ast.walk(node):
             name = sub.attr if isinstance(sub, ast.Attribute) else sub.id if isinstance(sub, ast.Name) else ""
             if name.startswith("__"):
-                raise _reject(f"dunder names (`{name}`) are not allowed", node)
+                raise _reject(f"dunder names (`{echo(name)}`) are not allowed", node)
 
     def call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute):
             self.attribute(func)
         if node.keywords:
-            raise _reject(f"keyword arguments are not allowed (in `{ast.unparse(node)}`)", node)
+            raise _reject(f"keyword arguments are not allowed (in `{echo(node)}`)", node)
         if isinstance(func, ast.Attribute) and func.attr == "to" and _dotted(func) != "tl.to":
             self.cast(node)
             return
         name = _dotted(func)
         if name is None:
-            raise _reject(f"only {_ALLOWED_CALLS_TEXT} can be called, not `{ast.unparse(func)}`", node)
+            raise _reject(f"only {_ALLOWED_CALLS_TEXT} can be called, not `{echo(func)}`", node)
         if isinstance(func, ast.Name) and func.id.startswith("__"):
-            raise _reject(f"dunder names (`{func.id}`) are not allowed", node)
+            raise _reject(f"dunder names (`{echo(func.id)}`) are not allowed", node)
         if name == "abs":
             raise _reject("abs() is not defined inside Triton kernels: use tl.abs()", node)
         arity = ALLOWED_BUILTINS.get(name) if isinstance(func, ast.Name) else None
         if name.startswith("tl.") and name.count(".") == 1:
             arity = ALLOWED_TL_FUNCTIONS.get(name[3:])
         if arity is None:
-            raise _reject(f"calls to `{name}` are not allowed: only {_ALLOWED_CALLS_TEXT}", node)
+            raise _reject(f"calls to `{echo(name)}` are not allowed: only {_ALLOWED_CALLS_TEXT}", node)
         low, high = arity
         if len(node.args) < low or (high is not None and len(node.args) > high):
             want = f"{low}" if low == high else f"at least {low}"
-            raise _reject(f"{name}() takes {want} argument(s), got {len(node.args)}", node)
+            raise _reject(f"{echo(name)}() takes {want} argument(s), got {len(node.args)}", node)
         for arg in node.args:
             self.expr(arg)
 
@@ -310,8 +320,16 @@ class _SubsetChecker:
         dtype = _dotted(node.args[0]) if len(node.args) == 1 else None
         if dtype is None or not dtype.startswith("tl.") or dtype[3:] not in CAST_DTYPES:
             allowed = ", ".join(f"tl.{d}" for d in CAST_DTYPES)
-            raise _reject(f"`.to()` takes one integer dtype ({allowed}), not `{ast.unparse(node)}`", node)
+            raise _reject(f"`.to()` takes one integer dtype ({allowed}), not `{echo(node)}`", node)
         self.expr(node.func.value)
+
+
+def trip_count(bounds: list[int]) -> int:
+    """len(range(*bounds)) without len()'s OverflowError past 2**63 (bounds may reach 2**256)."""
+    start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+    if step > 0:
+        return max(0, -((start - stop) // step))
+    return max(0, -((stop - start) // -step))
 
 
 def _static_trip_count(bounds: list[ast.expr]) -> int | None:
@@ -327,7 +345,7 @@ def _static_trip_count(bounds: list[ast.expr]) -> int | None:
         values.append(sign * bound.value)
     if len(values) == 3 and values[2] == 0:
         raise _reject("range() step must not be zero", bounds[2])
-    return len(range(*values))
+    return trip_count(values)
 
 
 def _depth(tree: ast.AST) -> int:
@@ -340,37 +358,26 @@ def _depth(tree: ast.AST) -> int:
     return deepest
 
 
-def _parse(source: str) -> ast.Module:
-    if len(source) > MAX_SOURCE_CHARS:
-        raise _reject(f"the candidate is {len(source)} characters long; the limit is {MAX_SOURCE_CHARS}")
-    try:
-        return ast.parse(source)
-    except SyntaxError as exc:
-        raise _reject(f"does not parse: line {exc.lineno}: {exc.msg}") from None
-    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        raise _reject(f"does not parse: {type(exc).__name__}: {exc}") from None
-
-
 def _check_signature(fn: ast.FunctionDef, hook: HookSignature) -> None:
     expected = hook.render()
     for deco in fn.decorator_list:
         if ast.unparse(deco) != "triton.jit":
-            raise _reject(f"the only decorator allowed is @triton.jit, not @{ast.unparse(deco)}", deco)
+            raise _reject(f"the only decorator allowed is @triton.jit, not @{echo(deco)}", deco)
     if not fn.decorator_list:
-        raise _reject(f"{fn.name}() must be decorated with @triton.jit", fn)
+        raise _reject(f"{echo(fn.name)}() must be decorated with @triton.jit", fn)
     args = fn.args
     if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults or fn.returns:
         raise _reject(f"the signature must be exactly `{expected}` (no defaults, *args, **kwargs or annotations "
                       f"other than tl.constexpr)", fn)
     got = [a.arg for a in args.args]
     if got != list(hook.params):
-        raise _reject(f"wrong parameters ({', '.join(got)}): the signature must be exactly `{expected}`", fn)
+        raise _reject(f"wrong parameters ({echo(', '.join(got))}): the signature must be exactly `{expected}`", fn)
     for arg in args.args:
         annotation = ast.unparse(arg.annotation) if arg.annotation is not None else None
         wanted = "tl.constexpr" if arg.arg in hook.constexprs else None
         if annotation != wanted:
-            how = f"annotated `{arg.arg}: tl.constexpr`" if wanted else f"not annotated (got `{annotation}`)"
-            raise _reject(f"parameter `{arg.arg}` must be {how}: the signature must be exactly `{expected}`", fn)
+            how = f"annotated `{arg.arg}: tl.constexpr`" if wanted else f"not annotated (got `{echo(str(annotation))}`)"
+            raise _reject(f"parameter `{echo(arg.arg)}` must be {how}: the signature must be exactly `{expected}`", fn)
 
 
 def static_check(source: str, hook: HookSignature) -> ast.FunctionDef:
@@ -383,7 +390,7 @@ def static_check(source: str, hook: HookSignature) -> ast.FunctionDef:
     int64, uint32, uint64); `for i in range(C)` / `tl.static_range(C)` with constant or constexpr
     bounds and at most LOOP_TRIP_CAP trips. Everything else raises RemapRejected("static", why).
     """
-    module = _parse(source)
+    module = untrusted.parse(source, MAX_SOURCE_CHARS)
     if sum(1 for _ in ast.walk(module)) > MAX_NODES:
         raise _reject(f"the candidate has more than {MAX_NODES} syntax nodes; a remap is a few lines")
     if _depth(module) > MAX_DEPTH:
@@ -399,10 +406,10 @@ def static_check(source: str, hook: HookSignature) -> ast.FunctionDef:
                       f"statement outside it", others[0])
     if len(functions) != 1:
         names = ", ".join(f.name for f in functions) or "none"
-        raise _reject(f"defines {len(functions)} functions ({names}); define exactly one, `{hook.render()}`")
+        raise _reject(f"defines {len(functions)} functions ({echo(names)}); define exactly one, `{hook.render()}`")
     fn = functions[0]
     if fn.name != hook.name:
-        raise _reject(f"the function is named {fn.name}(); it must be {hook.name}() with signature "
+        raise _reject(f"the function is named {echo(fn.name)}(); it must be {hook.name}() with signature "
                       f"`{hook.render()}`", fn)
     _check_signature(fn, hook)
     body = hook_body(fn)
@@ -419,19 +426,24 @@ def static_check(source: str, hook: HookSignature) -> ast.FunctionDef:
 def normalise(source: str) -> str:
     """The candidate's text modulo formatting, comments and docstrings; SyntaxError if it does not parse.
 
-    Two candidates with equal normalised text are the same implementation.
+    Two candidates with equal normalised text are the same implementation. It raises nothing
+    else: every earlier attempt, hostile ones included, is normalised at each iteration.
     """
     try:
+        untrusted.scan(source, MAX_SOURCE_CHARS)
+    except RemapRejected:  # too long, too deep, or a literal too large to print: compare the text as it is
+        return source.strip()
+    try:
         module = ast.parse(source)
-    except ValueError as exc:  # null bytes
-        raise SyntaxError(str(exc)) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, nesting the scan cannot see
+        raise SyntaxError(f"{type(exc).__name__}: {echo(str(exc))}") from None
     for node in ast.walk(module):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and node.body \
                 and _is_docstring(node.body[0]):
             node.body = node.body[1:] or [ast.Pass()]
     try:
         return ast.unparse(module)
-    except RecursionError:  # absurdly nested: compare the text as it is
+    except (RecursionError, ValueError, MemoryError):  # absurdly nested: compare the text as it is
         return source.strip()
 
 
@@ -561,7 +573,9 @@ def _evaluate_in_child(source: str, hook: HookSignature, grids: list[tuple[int, 
         raise ValueError(f"grids {bad} do not fit {hook.render()}: each needs {hook.ndim} positive extent(s)")
     payload = {"source": source, "hook": _hook_payload(hook), "grids": [list(g) for g in grids],
                "constexprs": {k: int(v) for k, v in constexprs.items()}}
-    result = run_in_child("swizzleperf.remap_eval:evaluate_grids_child", payload, timeout, what=what)
+    confinement = Confinement(memory_mb=CHECK_MEMORY_MB, cpu_s=timeout + 10, file_mb=256, network=False, threads=1)
+    result = run_in_child("swizzleperf.remap_eval:evaluate_grids_child", payload, timeout, what=what,
+                          confinement=confinement)
     arrays = []
     for i, grid in enumerate(grids[:int(result.value["evaluated"])]):
         coords = result.arrays.get(f"grid_{i}")
@@ -584,6 +598,8 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
     failure = None
     try:
         arrays, rejected = _evaluate_in_child(source, hook, grids, constexprs, timeout, "the bijectivity check")
+    except ChildSetupError:
+        raise  # the installation's fault, not the candidate's
     except SandboxError as exc:
         failure = BijectivityFailure(grid=None, kind="sandbox", message=f"evaluation failed: {exc}")
         arrays, rejected = [], None

@@ -38,8 +38,9 @@ import numpy as np
 
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
-from swizzleperf.remap import LOOP_TRIP_CAP, hook_body, static_check
+from swizzleperf.remap import LOOP_TRIP_CAP, hook_body, static_check, trip_count
 from swizzleperf.sandbox import save_array
+from swizzleperf.untrusted import echo, show_int
 
 _CONST_LIMIT = 2 ** 256  # compile-time ints beyond this are a denial of service, not a remap
 
@@ -117,7 +118,7 @@ def scalar_type(value: int | bool, where: ast.AST) -> IntType:
     for ty in (INT32, UINT32, INT64, UINT64):
         if ty.min <= value <= ty.max:
             return ty
-    raise _fail(where, f"the integer {value} does not fit in 64 bits")
+    raise _fail(where, f"the integer {show_int(value)} does not fit in 64 bits")
 
 
 def integer_promote(a: IntType, b: IntType) -> IntType:
@@ -135,11 +136,11 @@ def _kind(ty: IntType) -> int:
 
 def _fail(node: ast.AST | None, message: str) -> RemapRejected:
     where = f"line {node.lineno}: " if node is not None and hasattr(node, "lineno") else ""
-    return RemapRejected("evaluation", where + message)
+    return RemapRejected("evaluation", echo(where + message, 600))  # bounded: it may quote candidate text
 
 
 def _src(node: ast.AST) -> str:
-    return ast.unparse(node)
+    return echo(node)
 
 
 def _any(mask: np.ndarray | None, n: int) -> bool:
@@ -235,7 +236,7 @@ class _Evaluator:
         for k, (node, value) in enumerate(zip(nodes, values)):
             if isinstance(value, Const):
                 if isinstance(value.value, bool) or not INT64.min <= value.value <= INT64.max:
-                    raise _fail(node, f"returns the constant {value.value!r}; a logical index is an integer")
+                    raise _fail(node, f"returns the constant {show_int(value.value)}; a logical index is an integer")
                 types.append(value)
                 self.out[lanes, k] = value.value
                 continue
@@ -311,7 +312,7 @@ class _Evaluator:
     def merge_branches(self, name: str, live: Value | None, t_val: Value, e_val: Value,
                        t_pos: np.ndarray, e_pos: np.ndarray, n: int, stmt: ast.If) -> Value:
         if isinstance(live, Const):
-            raise _fail(stmt, f"`{name}` is the compile-time constant {live.value!r} (a constexpr parameter or "
+            raise _fail(stmt, f"`{name}` is the compile-time constant {show_int(live.value)} (a constexpr parameter or "
                               f"static_range index) and is reassigned under the run-time condition "
                               f"`{_src(stmt.test)}`; Triton does not compile that: use a new name")
         if live is not None:
@@ -334,13 +335,14 @@ class _Evaluator:
             bounds.append(value.value)
         if len(bounds) == 3 and bounds[2] == 0:
             raise _fail(stmt, "range() step must not be zero")
-        trips = range(*bounds)
+        count = trip_count(bounds)  # len(range()) fails past 2**63, and constexpr bounds reach 2**256
         budget = self.trip_budget
-        if len(trips) > budget:
+        if count > budget:
             nested = " inside other loops" if budget < LOOP_TRIP_CAP else ""
-            raise _fail(stmt, f"the loop runs {len(trips)} times{nested}; the cap is {LOOP_TRIP_CAP} loop-body "
+            raise _fail(stmt, f"the loop runs {show_int(count)} times{nested}; the cap is {LOOP_TRIP_CAP} loop-body "
                               f"executions per program (nested loops multiply)")
-        self.trip_budget = budget // max(1, len(trips))
+        trips = range(*bounds)
+        self.trip_budget = budget // max(1, count)
         try:
             if iterator == "tl.static_range":  # unrolled at compile time: the index is a constant
                 for i in trips:
@@ -365,7 +367,7 @@ class _Evaluator:
                 if new is start[name] or isinstance(new, Dropped):
                     continue
                 if isinstance(live, Const):
-                    raise _fail(stmt, f"`{name}` is the compile-time constant {live.value!r} (a constexpr "
+                    raise _fail(stmt, f"`{name}` is the compile-time constant {show_int(live.value)} (a constexpr "
                                       f"parameter or static_range index) and is reassigned in the `range` loop; "
                                       f"Triton does not compile that: use a new name, or tl.static_range")
                 if new.ty != live.ty:
@@ -550,7 +552,7 @@ class _Evaluator:
         if isinstance(op, (ast.FloorDiv, ast.Mod)) and y == 0:
             raise _fail(node, f"`{_src(node)}` divides by zero at compile time")
         if isinstance(op, (ast.LShift, ast.RShift)) and not 0 <= y <= 256:
-            raise _fail(node, f"`{_src(node)}` shifts by {y}; compile-time shifts must be in [0, 256]")
+            raise _fail(node, f"`{_src(node)}` shifts by {show_int(y)}; compile-time shifts must be in [0, 256]")
         result = _CONST_BINOPS[type(op)](x, y)
         if abs(result) >= _CONST_LIMIT:
             raise _fail(node, f"`{_src(node)}` is larger than 2**256 at compile time")
@@ -576,10 +578,10 @@ class _Evaluator:
             return value if value.ty == ty else Tensor(ty, value.data.astype(ty.np_dtype), value.poison)
         v = value.value
         if v < 0 and not ty.signed:
-            raise _fail(node, f"`{_src(node)}` combines the negative constant {v} with an unsigned {ty.name} value; "
+            raise _fail(node, f"`{_src(node)}` combines the negative constant {show_int(v)} with an unsigned {ty.name} value; "
                               f"cast one side explicitly")
         if not ty.min <= v <= ty.max:
-            raise _fail(node, f"the constant {v} in `{_src(node)}` is out of range for {ty.name} (the other operand's "
+            raise _fail(node, f"the constant {show_int(v)} in `{_src(node)}` is out of range for {ty.name} (the other operand's "
                               f"type): cast that operand with .to(tl.int64)")
         return Tensor(ty, np.asarray(v, dtype=ty.np_dtype))
 

@@ -109,7 +109,7 @@ def verdict_text(attempt: Attempt) -> Text:
     failure = attempt.failure
     if failure is None:
         return Text("incomplete", style="yellow")
-    return Text(f"rejected at {failure.stage}: {failure.detail.splitlines()[0][:90]}", style="red")
+    return Text(f"rejected at {failure.stage}: {(failure.detail.splitlines() or [''])[0][:90]}", style="red")
 
 
 def attempts_table(history: History, title: str) -> Table:

@@ -162,7 +162,11 @@ class RunDir:
         attempts: list[Attempt] = []
         if not self.attempts_path.exists():
             return History()
-        lines = self.attempts_path.read_text().splitlines()
+        # One record per "\n": JSON escapes line breaks inside strings, but not U+2028 or U+0085, where
+        # splitlines() would also break (a remap with one in a comment is valid and is recorded as written).
+        lines = self.attempts_path.read_text().split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

@@ -106,7 +106,7 @@ class ConsoleObserver(Observer):
                 f"{base}, {ceiling_text(r.ceiling_pct)}){star} [dim]{attempt.seconds:.1f}s[/]", highlight=False)
         else:
             failure = attempt.failure
-            why = escape(f"{failure.stage}: {failure.detail.splitlines()[0][:100]}") if failure else "incomplete"
+            why = escape(f"{failure.stage}: {(failure.detail.splitlines() or [''])[0][:100]}") if failure else "incomplete"
             self.console.print(f"[red]✗[/] #{attempt.iteration:<3} {escape(attempt.family):<38} rejected at {why}",
                                highlight=False)
 

@@ -14,7 +14,9 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from swizzleperf import source_text, untrusted
 from swizzleperf.adapt import fit_signature, render_function
+from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
 
 # ChatAdapter's section marker `[[ ## name ## ]]`, tolerant of spacing.
@@ -29,6 +31,7 @@ _SHRINK_TRIES = 20  # per region: drop trailing lines (prose glued to the code) 
 _MAX_REGION_LINES = 400  # a remap is a few lines; a whole kernel file a few hundred
 _PARSE_BUDGET_LINES = 20_000  # lines parsed per answer in unfenced prose: a hostile answer cannot stall the loop
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)  # null bytes, absurd nesting
+_MAX_ANSWER_CHARS = 1_000_000  # a model's whole answer; a remap is a few hundred characters
 
 
 def split_fields(text: str, names: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -40,7 +43,7 @@ def split_fields(text: str, names: list[str] | tuple[str, ...]) -> dict[str, str
     wanted = set(names)
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in text.splitlines():
+    for line in _lines(text):
         match = _FIELD_HEADER.match(line)
         if match:
             name = match.group(1)
@@ -64,7 +67,7 @@ def code_blocks(text: str) -> list[CodeBlock]:
     An unclosed fence (an answer cut off by the token limit) runs to the end of the text.
     Blocks tagged with a language other than Python are skipped.
     """
-    lines = text.splitlines()
+    lines = _lines(text)
     blocks: list[CodeBlock] = []
     i = 0
     while i < len(lines):
@@ -98,7 +101,7 @@ def _parse_loose(text: str) -> list[tuple[ast.Module, list[str]]]:
     retried with trailing lines dropped a bounded number of times, then from its next line;
     the whole search stops after parsing _PARSE_BUDGET_LINES lines.
     """
-    lines = textwrap.dedent(text).splitlines()
+    lines = _lines(textwrap.dedent(text))
     regions: list[tuple[ast.Module, list[str]]] = []
     budget = _PARSE_BUDGET_LINES
     i = 0
@@ -123,6 +126,12 @@ def _parse_loose(text: str) -> list[tuple[ast.Module, list[str]]]:
         else:
             i += 1  # a prose line that looked like code (`@someone`): the region may start on a later line
     return regions
+
+
+def _lines(text: str) -> list[str]:
+    """Lines without their endings, split where the parser splits (splitlines() also splits at form
+    feed and U+2028, so a comment holding one would break the code in two)."""
+    return [line.rstrip("\r\n") for line in source_text.lines(text)]
 
 
 def _looks_like_kernel(node: ast.FunctionDef) -> bool:
@@ -158,7 +167,7 @@ def _choose_function(tree: ast.Module, hook: HookSignature) -> tuple[ast.Functio
     arity = [f for f in functions if len(f.args.args) == len(hook.params) and not _looks_like_kernel(f)]
     if len(arity) == 1:
         return arity[0], None, [f"renamed function {arity[0].name}() to {hook.name}()"]
-    names = ", ".join(f"{f.name}()" for f in functions)
+    names = untrusted.echo(", ".join(f"{f.name}()" for f in functions))
     if not arity:
         return None, f"none of the functions in the answer ({names}) is the remap function {hook.name}()", []
     return None, (f"several functions in the answer ({names}) could be the remap function and none is named "
@@ -190,7 +199,11 @@ def _from_tree(tree: ast.Module, lines: list[str], hook: HookSignature) -> Extra
 def _parsed(block: CodeBlock) -> list[tuple[ast.Module, list[str]]] | str:
     """The block's syntax tree(s) with their lines, or why a fenced block does not parse."""
     try:
-        return [(ast.parse(block.text), block.text.splitlines())]
+        untrusted.scan(block.text, untrusted.MAX_FILE_BYTES)
+    except RemapRejected as exc:  # too long, too deep, or a literal too large to print
+        return f"the code in the answer was not parsed: {exc.reason}"
+    try:
+        return [(ast.parse(block.text), _lines(block.text))]
     except _PARSE_ERRORS as exc:
         if block.fenced:
             where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else type(exc).__name__
@@ -203,10 +216,21 @@ def extract_hook(text: str, hook: HookSignature) -> Extraction:
 
     The last block that defines a function is the answer: models quote the original function
     before giving the new one. If that block is unusable, its problem is reported rather than
-    falling back to an earlier block (which would usually be the quoted original).
+    falling back to an earlier block (which would usually be the quoted original). It never
+    raises: whatever goes wrong reading an answer is the attempt's reason.
     """
     if not text or not text.strip():
         return _failure("the answer contained no code", hook)
+    if len(text) > _MAX_ANSWER_CHARS:
+        return _failure(f"the answer is {len(text):,} characters long; the limit is {_MAX_ANSWER_CHARS:,}", hook)
+    try:
+        return _extract(text, hook)
+    except Exception as exc:  # noqa: BLE001 -- e.g. a tree too large to print back
+        return _failure(f"the code in the answer could not be read ({untrusted.echo(f'{type(exc).__name__}: {exc}')})",
+                        hook)
+
+
+def _extract(text: str, hook: HookSignature) -> Extraction:
     for block in reversed(code_blocks(text)):
         if not _DEFINES_FUNCTION.search(block.text):
             continue

@@ -35,7 +35,7 @@ from swizzleperf.llm.context import (
     report_summary,
     returns_text,
 )
-from swizzleperf.llm.extract import Extraction, extract_hook
+from swizzleperf.llm.extract import Extraction, extract_hook, split_fields
 from swizzleperf.llm.prompts import PromptSet
 from swizzleperf.proposers.base import LLMUsage, Proposal, ProposalContext
 from swizzleperf.proposers.signatures import MemoryAnalysis, ProposeSwizzle
@@ -133,7 +133,9 @@ class LLMProposer:
 
     def _proposal(self, answer: ModelAnswer, context: ProposalContext, usage: LLMUsage) -> Proposal:
         fields = answer.fields
-        code = _text(fields.get("code"))
+        # DSPy re-joins the lines str.splitlines() gives, so a U+2028 in a comment becomes a line break;
+        # the raw answer's own code section, split where Python splits lines, is the code as written.
+        code = split_fields(answer.raw, ["code"]).get("code") or _text(fields.get("code"))
         # Without a code field the whole answer is searched; its last function wins.
         extraction = extract_hook(code if code else answer.raw, context.kernel.hook)
         approach, why = _text(fields.get("approach")), _text(fields.get("why_better"))
