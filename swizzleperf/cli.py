@@ -33,7 +33,11 @@ app.add_typer(library_app, name="library")
 cache_app = typer.Typer(no_args_is_help=True, help="The simulator's trace cache ($SWIZZLEPERF_CACHE).")
 app.add_typer(cache_app, name="cache")
 console = Console()
-_state = {"debug": os.environ.get("SWIZZLEPERF_DEBUG", "") not in ("", "0")}
+_state = {"debug": False}
+
+
+def _debug_from_env() -> bool:
+    return os.environ.get("SWIZZLEPERF_DEBUG", "") not in ("", "0")
 
 HardwareOpt = typer.Option(None, "--hardware", "-H", help="preset name (see `swizzleperf hw`) or a .yaml/.json spec; "
                                                           "default: the local GPU, else mi300x")
@@ -47,7 +51,7 @@ def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks ins
     if version:
         console.print(f"swizzleperf {__version__}")
         raise typer.Exit()
-    _state["debug"] = _state["debug"] or debug
+    _state["debug"] = debug or _debug_from_env()  # set on every invocation: one command's --debug is not the next's
 
 
 def _remap_from_file(path: Path, kernel: KernelFile) -> str:
@@ -539,6 +543,7 @@ def cache_clear(kernel: Optional[str] = typer.Option(None, "--kernel", help="onl
 
 
 def main() -> None:
+    _state["debug"] = _debug_from_env()
     try:
         app()
     except SwizzlePerfError as exc:
