@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 
 venv="${SWIZZLEPERF_VENV:-.venv}"
 python="${PYTHON:-python3}"
-extras="[bounds]"  # [dev] holds everything [bounds] does, so a dev install also serves the default
+extras="[bounds,proofs]"  # [dev] holds everything these do, so a dev install also serves the default
 [ "${1:-}" = "--dev" ] && extras="[dev]"
 
 if [ ! -x "$venv/bin/python" ]; then

@@ -1,0 +1,76 @@
+"""The two encodings a proof can run in: the grid, the program ids and a backend for each.
+
+"int": z3 integers, fast on divisions by grid extents, valid only once no intermediate can
+overflow (the prover checks that first). "bv": 32-bit vectors, compiled Triton's exact
+semantics, fast when the constants are powers of two. Both describe the same domain: every
+extent in [1, max_programs], at most max_programs programs in all, programs in [0, total).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+
+from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs.backends import IntBackend
+from swizzleperf.proofs.bitvec import INDEX_BITS, BitVecBackend
+
+GRID_BITS = 32  # program ids and extents are int32 in Triton
+
+
+@dataclass
+class Domain:
+    """The grid of one encoding: `extents` feed the hook, `indices` bound its results."""
+
+    kind: str
+    ctx: z3.Context
+    extents: list
+    indices: list
+    total: z3.ExprRef
+    constraints: list
+    max_programs: int
+
+    @classmethod
+    def make(cls, kind: str, hook: HookSignature, max_programs: int, ctx: z3.Context) -> Domain:
+        if kind == "int":
+            extents = [z3.Int(f"grid_{name}", ctx) for name in hook.grid_params]
+            indices = extents
+        else:
+            extents = [z3.BitVec(f"grid_{name}", GRID_BITS, ctx) for name in hook.grid_params]
+            indices = [z3.ZeroExt(INDEX_BITS - GRID_BITS, e) for e in extents]
+        constraints = [z3.And(e >= 1, e <= max_programs) for e in extents]
+        total = indices[0]
+        for index in indices[1:]:  # bound each partial product, so none is unbounded (or wraps)
+            total = total * index
+            constraints.append(total <= max_programs)
+        return cls(kind, ctx, extents, indices, total, constraints, max_programs)
+
+    def program(self, name: str) -> tuple[z3.ExprRef, list]:
+        """A program id and the constraint that it lies in [0, total)."""
+        if self.kind == "int":
+            pid = z3.Int(name, self.ctx)
+            return pid, [pid >= 0, pid < self.total]
+        pid = z3.BitVec(name, GRID_BITS, self.ctx)
+        return pid, [pid >= 0, self.widen(pid) < self.total]
+
+    def backend(self, signed: frozenset):
+        return IntBackend(self.ctx, signed) if self.kind == "int" else BitVecBackend(self.ctx)
+
+    def widen(self, term: z3.ExprRef) -> z3.ExprRef:
+        """A value comparable with `total` (bit-vectors sign-extended to INDEX_BITS)."""
+        if self.kind == "int" or term.size() >= INDEX_BITS:
+            return term
+        return z3.SignExt(INDEX_BITS - term.size(), term)
+
+    def is_value(self, term: z3.ExprRef) -> bool:
+        """Whether a term is an integer value of this encoding (not a boolean)."""
+        return z3.is_int(term) if self.kind == "int" else z3.is_bv(term)
+
+    def outside(self, outputs: list) -> list:
+        """Per axis, the condition that a result lies outside the grid."""
+        return [z3.Or(o < 0, o >= e) for o, e in zip(outputs, self.indices)]
+
+    def model_value(self, model: z3.ModelRef, term: z3.ExprRef) -> int:
+        value = model.eval(term, model_completion=True)
+        return value.as_long() if self.kind == "int" else value.as_signed_long()

@@ -1,0 +1,55 @@
+"""From a checked hook to a verdict: one proof per die count, under one time budget."""
+
+from __future__ import annotations
+
+import ast
+import time
+
+from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs.portfolio import prove_die_count
+from swizzleperf.proofs.solve import Outcome
+from swizzleperf.proofs.verdict import ProofVerdict
+from swizzleperf.remap import hook_body
+
+
+def _mentions(fn: ast.FunctionDef, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for stmt in hook_body(fn) for n in ast.walk(stmt))
+
+
+def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
+                  time_limit_s: float, max_programs: int) -> ProofVerdict:
+    """Prove a hook that passed static_check. A hook that never reads its die count is proven once.
+
+    Each die count gets an equal share of the time still left. The first counterexample ends
+    the proof; an unknown die count does not, so a counterexample at a later one is still found.
+    """
+    started = time.perf_counter()
+    deadline = time.monotonic() + time_limit_s
+    verdict = dict(hook=hook.render(), die_counts=list(die_counts), time_limit_s=time_limit_s,
+                   max_programs=max_programs)
+    if len(hook.constexprs) != 1:
+        return ProofVerdict(status="unknown", unknown_kind="unsupported", seconds=time.perf_counter() - started,
+                            reason=f"the prover needs exactly one constexpr (the die count); {hook.render()} has "
+                                   f"{len(hook.constexprs)}", **verdict)
+    todo = die_counts if _mentions(fn, hook.constexprs[0]) else die_counts[:1]
+    proven: list[int] = []
+    caches: dict[str, tuple] = {}
+    unknown: Outcome | None = None
+    for k, die_count in enumerate(todo):
+        share = time.monotonic() + (deadline - time.monotonic()) / (len(todo) - k)
+        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, caches)
+        if outcome.counterexample is not None:
+            return ProofVerdict(status="counterexample", counterexample=outcome.counterexample,
+                                proven_die_counts=proven, seconds=time.perf_counter() - started, **verdict)
+        if outcome.decisive:
+            proven.append(die_count)
+        elif unknown is None:
+            unknown = outcome
+            if outcome.reason and not outcome.reason.startswith("with "):
+                unknown.reason = f"with {hook.constexprs[0]}={die_count}: {outcome.reason}"
+    if unknown is not None:
+        return ProofVerdict(status="unknown", unknown_kind=unknown.unknown_kind, reason=unknown.reason,
+                            proven_die_counts=proven, proven_max_programs=unknown.proven_max_programs,
+                            seconds=time.perf_counter() - started, **verdict)
+    return ProofVerdict(status="proven", proven_die_counts=list(die_counts), seconds=time.perf_counter() - started,
+                        **verdict)

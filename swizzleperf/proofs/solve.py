@@ -1,0 +1,292 @@
+"""The z3 queries that prove a hook bijective for one die count in one encoding, and what their
+models mean.
+
+1. Soundness of the encoding, and range: is there a grid and a program for which some
+   operation is undefined, or the result lies outside the grid? In the integer encoding also:
+   some intermediate leaves its integer type (int32 would wrap), or some dividend is negative
+   (where the encoding used Euclidean division). Asked statement by statement, in program
+   order. A model is re-evaluated exactly: an undefined operation or a result out of range is a
+   counterexample; a negative dividend switches that division to the truncating encoding and
+   starts again; an overflow ends this attempt ("overflow": the caller shrinks the domain).
+2. Injectivity, once (1) holds: two programs a < b of one grid with equal results.
+   Unsatisfiable means one-to-one; with (1), the hook maps [0, total) onto the grid.
+
+In the integer encoding, if (1) holds then no program of any grid in the domain meets any of
+those conditions, so mathematical integers equal Triton's values on every path taken (by
+induction over the operations in evaluation order: the first one where they would differ is a
+model of (1)). Both queries go through cuts (swizzleperf.proofs.cuts) when the whole formula
+is too hard for z3.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+from dataclasses import dataclass
+
+import z3
+
+from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs import concrete
+from swizzleperf.proofs.cuts import (Copy, Cut, determines, generalize_products, lemma_candidates, live_after,
+                                     make_cut, mirror)
+from swizzleperf.proofs.cuts import statement_index
+from swizzleperf.proofs.encoding import Domain
+from swizzleperf.proofs.facts import nested_division_facts
+from swizzleperf.proofs.solver import Cancel, solve
+from swizzleperf.proofs.symexec import Executor
+from swizzleperf.proofs.verdict import Counterexample
+
+MAX_REFINEMENTS = 32  # divisions switched to the truncating encoding, at most one restart each
+FIRST_SLICE_S = 0.25  # a query's time in the first round; it doubles every round
+UNDECIDED = object()  # a query z3 could not decide in this round's slice
+
+
+@dataclass
+class Outcome:
+    """One attempt's result: proven, a counterexample, or unknown (with kind and reason)."""
+
+    proven: bool = False
+    counterexample: Counterexample | None = None
+    unknown_kind: str | None = None
+    reason: str | None = None
+    overflow_total: int | None = None  # programs of the grid an intermediate overflows on
+    proven_max_programs: int | None = None  # when proven only on a smaller domain than asked
+
+    @property
+    def decisive(self) -> bool:
+        return self.counterexample is not None or (self.proven and self.proven_max_programs is None)
+
+
+class Timeout(Exception):
+    """z3 could not decide `what` in the time left (or the attempt was cancelled)."""
+
+    def __init__(self, what: str, why: str):
+        super().__init__(what)
+        self.what, self.why = what, why
+
+
+class Prover:
+    """Proves one hook for one die count in one encoding, before a deadline (time.monotonic).
+
+    The proof runs in rounds. In each, every query gets the round's time slice (doubled each
+    round) and the cheap formulations come first: the whole formula, then through cuts. A round
+    that leaves a query undecided is repeated with twice the time; what was proven stays proven.
+    """
+
+    def __init__(self, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
+                 domain: Domain, deadline: float, proven: dict, cancel: Cancel):
+        self.fn, self.hook, self.constexprs, self.domain = fn, hook, constexprs, domain
+        self.lines = source.splitlines()
+        self.deadline, self.proven, self.cancel = deadline, proven, cancel
+        self.live = live_after(fn)
+        self.lemmas: dict[tuple[int, ...], tuple[float, list]] = {}
+        self.pids: list = []
+        self.copies: dict[tuple[str, frozenset], Copy] = {}
+        self.slice = FIRST_SLICE_S
+        self.signed: frozenset = frozenset()  # divisions that need the truncating encoding (integers only)
+        self.range_holds = False  # query (1) holds
+        self.chained = False  # a cut of query (2) holds
+        self.undecided = ""  # the last query left undecided, for the timeout's reason
+
+    def translate(self, name: str, signed: frozenset) -> Copy:
+        """The hook for program `name` (cached: every round asks for the same copies)."""
+        if (name, signed) not in self.copies:
+            self.copies[name, signed] = self._translate(name, signed)
+        return self.copies[name, signed]
+
+    def _translate(self, name: str, signed: frozenset) -> Copy:
+        pid, bounds = self.domain.program(name)
+        self.pids.append(pid)
+        backend = self.domain.backend(signed)
+        inputs = {self.hook.pid: pid, **dict(zip(self.hook.grid_params, self.domain.extents))}
+        executor = Executor(self.fn, self.hook, backend, inputs, self.constexprs)
+        outputs = executor.outputs()
+        return Copy(pid, bounds, outputs, executor.points, backend.violations)
+
+    def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False):
+        """Values of a model (by name), None if unsatisfiable, or UNDECIDED within `weight` times
+        this round's slice. Timeout once the deadline has passed or the proof was cancelled.
+        `generalize`: the products of extents are replaced by free variables (integers only)."""
+        left = self.deadline - time.monotonic()
+        if self.cancel.stopped or left <= 0.005:
+            raise Timeout(self.undecided or what, "cancelled" if self.cancel.stopped else "no time left")
+        formulas = [*self.domain.constraints, *formulas]
+        if generalize:
+            formulas = generalize_products(formulas, self.domain.extents, self.domain.max_programs)
+        if self.domain.kind == "int":
+            formulas += nested_division_facts(formulas)
+        key = tuple(sorted(f.get_id() for f in formulas))
+        if key in self.proven:
+            return None
+        answer = solve(formulas, [*self.domain.extents, *self.pids], min(left, self.slice * weight), self.cancel)
+        if answer.status == "unsat":
+            self.proven[key] = formulas  # held, so that no other formula can reuse these ids
+            return None
+        if answer.status == "sat":
+            return answer.model
+        self.undecided = what
+        return UNDECIDED
+
+    def grid_of(self, model: dict) -> tuple[int, ...]:
+        return tuple(model[str(e)] for e in self.domain.extents)
+
+    def evaluate(self, model: dict, pid: str) -> concrete.Run:
+        return concrete.evaluate_program(self.fn, self.hook, self.constexprs, self.grid_of(model), model[pid])
+
+    def prove(self) -> Outcome:
+        try:
+            while True:
+                outcome = None if self.range_holds else self.encoding_and_range()
+                if outcome is None and self.range_holds:
+                    outcome = self.injectivity()
+                if outcome is not None:
+                    return outcome
+                self.slice *= 2
+        except Timeout as exc:
+            return Outcome(unknown_kind="timeout", reason=f"z3 could not decide {exc.what} within the time limit "
+                                                          f"({exc.why})")
+
+    # --- cuts ----------------------------------------------------------------------------------
+
+    def live_terms(self, copy: Copy, index: int) -> list:
+        return copy.live_terms(index, self.live[index], self.domain.is_value)
+
+    def cut(self, copy: Copy, index: int, tag: str) -> Cut | None:
+        terms = self.live_terms(copy, index)
+        if not terms:
+            return None
+        known = {}
+        if self.domain.kind == "int":  # interval lemmas from the domain's bounds
+            top = self.domain.max_programs
+            known = {copy.pid.get_id(): (0, top - 1), **{e.get_id(): (1, top) for e in self.domain.extents}}
+        return make_cut(terms, tag, lambda ts: self.proven_lemmas(copy, ts), known)
+
+    def proven_lemmas(self, copy: Copy, terms: list) -> list:
+        """The first candidate range every term satisfies for every program (cached by term)."""
+        key = tuple(t.get_id() for t in terms)  # the terms live in cached copies: ids stay unique
+        if key not in self.lemmas or self.lemmas[key][0] != self.slice and not self.lemmas[key][1]:
+            self.lemmas[key] = (self.slice, [])  # a failure is retried in the next round
+            for lemmas in lemma_candidates(self.domain.total, self.domain.widen):
+                violated = z3.Or(*[z3.Not(lemma(t)) for t in terms for lemma in lemmas])
+                if self.check([*copy.bounds, violated], "a range lemma of a cut", 0.5) is None:
+                    self.lemmas[key] = (self.slice, lemmas)
+                    break
+        return self.lemmas[key][1]
+
+    def distinct_points(self, copy: Copy, before: int) -> list[int]:
+        """Top-level points before `before` to cut at, latest first: one per distinct set of live
+        values, and only where no more values are live than the hook has results (a linear id, or
+        coordinates; a cut through more values rarely determines them) and the program id itself
+        is not one of them (a cut there asks the whole question again)."""
+        points, seen = [], []
+        for point in reversed(range(before)):
+            ids = [t.get_id() for t in self.live_terms(copy, point)]
+            if ids and ids not in seen and len(ids) <= self.hook.ndim and copy.pid.get_id() not in ids:
+                seen.append(ids)
+                points.append(point)
+        return points
+
+    # --- query 1 -------------------------------------------------------------------------------
+
+    def encoding_and_range(self) -> Outcome | None:
+        """Query (1), refined until it holds (then range_holds) or is undecided in this round (None)."""
+        for _ in range(MAX_REFINEMENTS):
+            copy = self.translate("pid_a", self.signed)
+            model = self.first_violation(copy)
+            if model is None or model is UNDECIDED:
+                self.range_holds = model is None
+                return None
+            run = self.evaluate(model, "pid_a")
+            found = concrete.undefined(run, self.constexprs)
+            poison = None if found else concrete.poison_text(run, self.constexprs)
+            if poison is not None:
+                return Outcome(unknown_kind="unsupported", reason=poison)
+            found = found or concrete.out_of_range(run, self.constexprs)
+            if found is not None:
+                return Outcome(counterexample=found)
+            negative = {e.node for e in run.events if e.kind == "negative_dividend"} - self.signed
+            if self.domain.kind == "int" and run.first(("overflow",)) is not None:
+                return Outcome(unknown_kind="overflow", overflow_total=run.total,
+                               reason=concrete.overflow_text(run, self.constexprs, self.lines))
+            if self.domain.kind != "int" or not negative:
+                return Outcome(unknown_kind="error", reason=f"internal: the model (grid {run.grid}, program "
+                                                            f"{run.pid}) does not reproduce when evaluated")
+            self.signed |= negative
+        return Outcome(unknown_kind="error", reason=f"more than {MAX_REFINEMENTS} divisions take negative dividends")
+
+    def stages(self, copy: Copy) -> list[list]:
+        """Per top-level statement, the conditions under which it breaks; the range check last."""
+        stages: list[list] = [[] for _ in self.live]
+        for violation in copy.violations:
+            stages[statement_index(self.fn, violation.node[0])].append(violation.condition)
+        stages[-1] += self.domain.outside(copy.outputs)
+        return stages
+
+    def first_violation(self, copy: Copy):
+        """A model of query (1), None when it holds, UNDECIDED when a stage is undecided."""
+        what, undecided = "whether any program leaves the grid or wraps around", False
+        for index, conditions in enumerate(self.stages(copy)):
+            if not conditions:
+                continue
+            bad = z3.Or(*conditions)
+            model = self.check([*copy.bounds, bad], what)
+            if model is UNDECIDED:
+                model = None if any(self.cut_holds(copy, p, bad) for p in self.distinct_points(copy, index)) else model
+            if model is UNDECIDED:
+                undecided = True
+            elif model is not None:
+                return model
+        return UNDECIDED if undecided else None
+
+    def cut_holds(self, copy: Copy, point: int, bad) -> bool:
+        cut = self.cut(copy, point, "cut")
+        return cut is not None and self.check([*copy.bounds, *cut.lemmas, cut.apply(bad)], "a stage through a cut") \
+            is None
+
+    # --- query 2 -------------------------------------------------------------------------------
+
+    def injectivity(self) -> Outcome | None:
+        """Query (2): the whole formula, then through the chain of cuts; None if undecided."""
+        a, b = self.translate("pid_a", self.signed), self.translate("pid_b", self.signed)
+        if not self.chained:  # once a cut holds, the rounds spend their time on the question it leaves
+            outcome = self.no_collision(a, b, a.outputs, b.outputs)
+            if outcome is not None:
+                return outcome
+        targets_a, targets_b = a.outputs, b.outputs
+        outputs = [t.get_id() for t in a.outputs]
+        for index in self.distinct_points(a, len(a.points) - 1):  # from the results back
+            if [t.get_id() for t in self.live_terms(a, index)] == outputs:
+                continue
+            cut_a = self.cut(a, index, "cut_a")
+            cut_b = mirror(cut_a, self.live_terms(b, index), "cut_b")
+            if cut_b is not None and determines(self.check, targets_a, targets_b, cut_a, cut_b):
+                targets_a, targets_b = [t for t, _ in cut_a.pairs], [t for t, _ in cut_b.pairs]
+        if targets_a is a.outputs:
+            return None
+        self.chained = True
+        if self.domain.kind == "int" and len(self.domain.extents) > 1:
+            outcome = self.no_collision(a, b, targets_a, targets_b, generalize=True)
+            if outcome is not None and outcome.proven:
+                return outcome
+        return self.no_collision(a, b, targets_a, targets_b)
+
+    def no_collision(self, a: Copy, b: Copy, targets_a: list, targets_b: list, generalize: bool = False) \
+            -> Outcome | None:
+        """Query (2) on these targets: proven, a collision, or None (undecided, or a model of a cut's
+        targets or of a generalisation whose results differ)."""
+        same = [x == y for x, y in zip(targets_a, targets_b)]
+        order = self.domain.widen(a.pid) < self.domain.widen(b.pid)
+        model = self.check([*a.bounds, *b.bounds, order, *same], "whether two programs share a logical index",
+                           generalize=generalize)
+        if model is None:
+            return Outcome(proven=True)
+        if model is UNDECIDED or generalize:
+            return None
+        found = concrete.collision(self.evaluate(model, "pid_a"), self.evaluate(model, "pid_b"), self.constexprs)
+        if found is not None:
+            return Outcome(counterexample=found)
+        if targets_a is a.outputs:
+            return Outcome(unknown_kind="error", reason="internal: a collision z3 found does not reproduce when "
+                                                        "evaluated")
+        return None
