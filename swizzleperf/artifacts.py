@@ -1,7 +1,7 @@
 """What a run leaves for people: best/, report.md and its pictures.
 
 Everything here is derived from run.json and attempts.jsonl, so it can be rewritten at any time
-(after a resume, or by `swizzleperf runs show --rewrite`), except tiles.png's panel of the achievable
+(`swizzleperf optimize --resume RUN` rewrites it when the resumed loop stops), except tiles.png's panel of the achievable
 bound's assignment: an array not on disk, lent by the profiler that found it (without it, two panels).
 """
 

@@ -308,12 +308,17 @@ def check_size(kernel: KernelFile, remap_source: str, size: str, hw: HardwareSpe
         baseline = profiler.profile(kernel, kernel.hook_source, size)
         candidate = baseline if own_hook else profiler.profile(kernel, remap_source, size)
     except SwizzlePerfError as exc:
-        return result(status="failed", reason=str(exc).splitlines()[0], validation=validation,
+        return result(status="failed", reason=_first_line(exc), validation=validation,
                       line_accesses=accesses, accesses_estimated=estimated)
     return result(status="profiled", validation=validation, baseline_hit_pct=baseline.hit_pct,
                   best_hit_pct=candidate.hit_pct, ceiling_pct=baseline.ceiling_pct,
                   line_accesses=baseline.trace_accesses if budget is not None else None,
                   speedup=Speedup.between(baseline, candidate))
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line; its type when the message is empty."""
+    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
 def generalise(kernel: KernelFile, remap_source: str, run_size: str, hw: HardwareSpec, profiler_name: str,
@@ -355,7 +360,7 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
     try:
         run = run_optimize(optimize, Console(file=io.StringIO()))
     except SwizzlePerfError as exc:
-        return KernelResult(kernel=path.stem, kernel_path=str(path), status="failed", error=str(exc).splitlines()[0],
+        return KernelResult(kernel=path.stem, kernel_path=str(path), status="failed", error=_first_line(exc),
                             run_seconds=time.perf_counter() - t0)
     result = summarise_run(run, path, time.perf_counter() - t0)
     t1 = time.perf_counter()

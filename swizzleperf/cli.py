@@ -492,7 +492,8 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
                                                                "causal, dtype) every shape takes; default: the "
                                                                "kernel's default size"),
           out: Optional[Path] = typer.Option(None, "--out", help="default runs/sweep-<timestamp>/")) -> None:
-    """Simulate the four attention mappings of DESIGN.md over a grid of shapes: table and heatmaps."""
+    """Simulate the four attention mappings (block-first or head-first, naive or swizzled) over a grid of
+    shapes: table and heatmaps."""
     from swizzleperf.bench import find_kernels
     from swizzleperf.sweep import SweepGrid, run_sweep_command
     try:

@@ -58,8 +58,8 @@ class CandidateEvaluator:
             broken = False
             try:
                 ok, detail, data, produced = run(proposal)
-            except RemapRejected as exc:  # the candidate's failure
-                ok, detail, data, produced = False, str(exc), None, None
+            except RemapRejected as exc:  # the candidate's failure; the stage is named beside the reason
+                ok, detail, data, produced = False, exc.reason if exc.stage == stage else str(exc), None, None
             except Exception as exc:  # the check's own (a profiler crash, a bug): recorded, never raised
                 ok, detail, data, produced, broken = False, _error_text(exc), None, None, True
             stages.append(StageResult(stage=stage, ok=ok, detail=echo(detail, _DETAIL_CHARS),

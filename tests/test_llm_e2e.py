@@ -212,7 +212,7 @@ def test_every_unusable_answer_is_a_recorded_failure_with_its_reason(llm_run):
     assert chatty["source"].strip() == CALLS_PROGRAM_ID.strip()
     assert "Extraction: the code was not in a fenced block." in chatty["rationale"]
     stage, detail = failure(chatty)
-    assert stage == "static" and detail.startswith("static: line 4: calls to `tl.program_id` are not allowed")
+    assert stage == "static" and detail.startswith("line 4: calls to `tl.program_id` are not allowed")
 
     naive = attempts[4]
     stage, detail = failure(naive)

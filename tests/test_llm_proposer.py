@@ -219,3 +219,17 @@ def test_the_model_is_told_the_residency_the_kernel_allows(kernel, tmp_path):
     preset, declared = server.requests[1].text, server.requests[3].text
     assert "Each XCD runs about 76 programs at once (38 CUs x 2 each)" in preset
     assert "Each XCD runs about 38 programs at once (38 CUs x 1 each)" in declared
+
+
+def test_the_profile_shown_names_whose_it_is(kernel):
+    """The model is shown the best remap's profile once one beats the original, and told so (issue 14)."""
+    base = context(kernel)
+    better = base.baseline.model_copy(update={"hit_pct": 80.0})
+    with ScriptedServer([ANALYSIS, proposal_reply(ROW_REMAP), proposal_reply(ROW_REMAP)]) as server:
+        proposer = proposer_for(server)
+        proposer.propose(base)
+        proposer.propose(dataclasses.replace(base, best=better, iteration=2))
+    first, second = server.requests[1].text, server.requests[2].text
+    assert "Profile of the original kernel at size medium" in first and "rate 40.00%" in first
+    assert "Profile of the best remap so far at size medium" in second and "rate 80.00%" in second
+    assert "Profile of the original kernel" not in second

@@ -59,10 +59,12 @@ def describe_hardware(spec: HardwareSpec, prompts: PromptSet, hook: HookSignatur
     return prompts.render("hardware_shared_l2.md", **values)
 
 
-def describe_profile(report: BottleneckReport, spec: HardwareSpec) -> str:
-    """Where the misses come from, per L2 domain, with the ceiling and the duplication factor."""
+def describe_profile(report: BottleneckReport, spec: HardwareSpec, subject: str = "the original kernel") -> str:
+    """Where the misses come from, per L2 domain, with the ceiling and the duplication factor.
+
+    `subject` names whose profile it is (the original kernel's, or the best remap's so far)."""
     die = "XCD" if spec.vendor == "amd" else "L2 domain"
-    lines = [f"Profile of the original kernel at size {report.size}, {_source_phrase(report)}:"]
+    lines = [f"Profile of {subject} at size {report.size}, {_source_phrase(report)}:"]
     head = f"- {report.metric_name} rate {report.hit_pct:.2f}%"
     if report.ceiling_pct is not None:
         head += (f"; ceiling {report.ceiling_pct:.2f}% (the best any remap can reach: every read-only line "
@@ -91,10 +93,10 @@ def describe_profile(report: BottleneckReport, spec: HardwareSpec) -> str:
 
 
 def hardware_context(mode: Mode, spec: HardwareSpec, report: BottleneckReport, prompts: PromptSet,
-                     hook: HookSignature | None = None) -> str:
-    """The `hardware` input of both model calls, in the chosen mode."""
+                     hook: HookSignature | None = None, subject: str = "the original kernel") -> str:
+    """The `hardware` input of both model calls, in the chosen mode; `subject`: whose profile `report` is."""
     if mode == "aware":
-        return describe_hardware(spec, prompts, hook) + "\n\n" + describe_profile(report, spec)
+        return describe_hardware(spec, prompts, hook) + "\n\n" + describe_profile(report, spec, subject)
     if mode == "unaware":
         return NO_HARDWARE
     if mode == "overload":

@@ -79,8 +79,10 @@ class LLMProposer:
     # --- the protocol ------------------------------------------------------------------------
     def propose(self, context: ProposalContext) -> Proposal:
         kernel = context.kernel
+        improved = context.best is not None and context.best != context.baseline
         hardware = hardware_context(self.mode, context.hardware.with_occupancy(kernel.programs_per_cu),
-                                    context.best or context.baseline, self.prompts, kernel.hook)
+                                    context.best or context.baseline, self.prompts, kernel.hook,
+                                    "the best remap so far" if improved else "the original kernel")
         try:
             self._unbilled = self._unbilled + self._ensure_memory_analysis(kernel, hardware, context.memory_analysis)
             answer = self.client.predict(

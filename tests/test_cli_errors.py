@@ -1,0 +1,56 @@
+"""Issue 14: every bad input a newcomer meets is one line that says what to do, with its exit code.
+
+Each test runs the real entry point (`swizzleperf.cli.main`, as the installed command does) and
+asserts the exact line and that no traceback is printed.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from swizzleperf.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SOFTMAX = ROOT / "kernels" / "softmax.py"
+
+
+@pytest.fixture()
+def cli(monkeypatch, capsys):
+    """`swizzleperf ARGS...` through main(): (exit code, output lines), after checking no traceback."""
+    monkeypatch.setenv("COLUMNS", "2000")  # one message, one line, whatever its length
+
+    def run(*args: str) -> tuple[int, list[str]]:
+        monkeypatch.setattr("sys.argv", ["swizzleperf", *args])
+        code = 0
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.out + captured.err
+        return code, [line for line in captured.out.splitlines() if line.strip()]
+    return run
+
+
+def test_a_static_rejection_names_its_stage_once(cli, tmp_path):
+    remap = tmp_path / "abs.py"
+    remap.write_text("@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return abs(pid)\n")
+    code, lines = cli("check", str(SOFTMAX), "--remap", str(remap), "--hardware", "mi300x")
+    assert code == 1
+    failed = [line for line in lines if line.startswith("✗")]
+    assert len(failed) == 1 and failed[0].startswith("✗ static: line 3: ") and "static: static" not in failed[0]
+    assert "use tl.abs()" in failed[0]
+    assert lines[-1] == "REJECTED at static"
+
+
+def test_sweep_help_cites_nothing_outside_the_repository(cli):
+    code, lines = cli("sweep", "--help")
+    text = " ".join(lines)
+    assert code == 0 and "DESIGN.md" not in text
+    assert "four attention mappings (block-first or head-first, naive or swizzled)" in text
+
+
+def test_an_exception_with_no_message_is_reported_by_its_type():
+    from swizzleperf.bench import _first_line
+    assert _first_line(RuntimeError("")) == "RuntimeError"
+    assert _first_line(RuntimeError("\n\nsecond line\nthird")) == "second line"
