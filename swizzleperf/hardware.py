@@ -9,6 +9,7 @@ can supply a YAML/JSON file with the same fields.
 from __future__ import annotations
 
 import ctypes
+import difflib
 import json
 from pathlib import Path
 from typing import Literal
@@ -241,8 +242,24 @@ def load_spec_file(path: Path) -> HardwareSpec:
     try:
         return HardwareSpec.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(_problem_text(e) for e in exc.errors())
         raise HardwareSpecError(f"invalid hardware spec {path}: {problems}") from exc
+
+
+def _problem_text(error: dict) -> str:
+    """One validation problem; an unknown field names the field it most likely means."""
+    loc = [str(part) for part in error["loc"]]
+    where = ".".join(loc) or "spec"
+    if error["type"] != "extra_forbidden":
+        return f"{where}: {error['msg']}"
+    model = Dispatch if loc[:1] == ["dispatch"] else HardwareSpec
+    fields = list(model.model_fields)
+    # AMD calls a domain an XCD (or XCC), others a die: the spec's own word is "domain"
+    spelled = loc[-1].lower().replace("xcds", "domains").replace("xccs", "domains").replace("dies", "domains")
+    spelled = spelled.replace("xcd", "domain").replace("xcc", "domain").replace("die", "domain")
+    close = difflib.get_close_matches(spelled, fields, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else f"the fields are {', '.join(fields)}"
+    return f"{where}: not a field of a {'dispatch' if model is Dispatch else 'hardware spec'} ({hint})"
 
 
 def resolve(name_or_path: str | None) -> tuple[HardwareSpec, str]:

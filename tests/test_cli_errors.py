@@ -54,3 +54,26 @@ def test_an_exception_with_no_message_is_reported_by_its_type():
     from swizzleperf.bench import _first_line
     assert _first_line(RuntimeError("")) == "RuntimeError"
     assert _first_line(RuntimeError("\n\nsecond line\nthird")) == "second line"
+
+
+@pytest.mark.parametrize("field, line", [
+    ("num_xcds: 4", "num_xcds: not a field of a hardware spec (did you mean num_domains?)"),
+    ("cus_per_xcd: 32", "cus_per_xcd: not a field of a hardware spec (did you mean cus_per_domain?)"),
+    ("l2_way: 8", "l2_way: not a field of a hardware spec (did you mean l2_ways?)"),
+    ("dispatch: {policy: round_robin, chunks: 2}", "dispatch.chunks: not a field of a dispatch (did you mean chunk?)"),
+])
+def test_a_spec_file_field_that_does_not_exist_names_the_one_meant(cli, tmp_path, field, line):
+    spec = tmp_path / "mine.yaml"
+    spec.write_text(f"base: mi300x\n{field}\n")
+    code, lines = cli("hw", "--show", str(spec))
+    assert code == 2
+    assert lines == [f"error: invalid hardware spec {spec}: {line}"]
+
+
+def test_a_spec_file_field_like_none_lists_the_fields(cli, tmp_path):
+    spec = tmp_path / "mine.yaml"
+    spec.write_text("base: mi300x\nbananas: 3\n")
+    code, lines = cli("hw", "--show", str(spec))
+    assert code == 2 and len(lines) == 1
+    assert lines[0].startswith(f"error: invalid hardware spec {spec}: bananas: not a field of a hardware spec "
+                               f"(the fields are name, vendor, num_domains, cus_per_domain, ")
