@@ -41,7 +41,7 @@ from swizzleperf.render import progress_bar
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.evaluate import CandidateEvaluator, hook_constants
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf.kernel import KernelFile
+from swizzleperf.kernel import KERNELS_DIR, KernelFile, find_kernel
 from swizzleperf.optimize import reopen_kernel
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal
@@ -52,7 +52,6 @@ from swizzleperf.session import OptimizeRequest, run_optimize
 
 DEFAULT_SIM_ACCESSES = 60_000_000
 DEFAULT_CAPTURE_TIMEOUT_S = 600.0
-KERNELS_DIR = Path("kernels")
 
 Status = Callable[[str], None]
 
@@ -186,14 +185,7 @@ def find_kernels(names: list[str], kernels_dir: Path = KERNELS_DIR) -> list[Path
         if not available:
             raise ContractError(f"no kernel files in {kernels_dir}/; name kernel files or run from the repository root")
         return available
-    paths = []
-    for name in names:
-        path = Path(name) if Path(name).is_file() else kernels_dir / f"{name}.py"
-        if not path.is_file():
-            raise ContractError(f"no kernel '{name}': not a file and not in {kernels_dir}/ "
-                                f"({', '.join(p.stem for p in available) or 'empty'})")
-        paths.append(path)
-    return paths
+    return [find_kernel(name, kernels_dir) for name in names]
 
 
 # --- the simulator's budget ----------------------------------------------------------------------

@@ -21,7 +21,7 @@ from rich.syntax import Syntax
 
 from swizzleperf import __version__, hardware, source_text, untrusted
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
-from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.kernel import KernelFile, find_kernel, load_kernel
 from swizzleperf.report import ceiling_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -99,8 +99,11 @@ def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec i
 
 # --- check -----------------------------------------------------------------------------------
 
+KernelArg = typer.Argument(..., metavar="KERNEL", help="a kernel file, or a name under kernels/ (softmax)")
+
+
 @app.command()
-def check(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
+def check(kernel_path: str = KernelArg,
           remap: Optional[Path] = typer.Option(None, "--remap", help="file with a remap to check instead of the kernel's own"),
           hw_name: Optional[str] = HardwareOpt,
           seeds: int = typer.Option(2, "--seeds", help="random inputs per size for the correctness check")) -> None:
@@ -113,7 +116,7 @@ def check(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
     from swizzleperf.evaluate import CandidateEvaluator
     from swizzleperf.proposers.base import Proposal
 
-    kernel = load_kernel(kernel_path)
+    kernel = load_kernel(find_kernel(kernel_path))
     spec, why = hardware.resolve(hw_name)
     console.print(f"[green]✓[/] contract: {kernel.path.name} hook [bold]{kernel.hook.render()}[/], "
                   f"sizes {', '.join(kernel.sizes)} (default {kernel.default_size})")
@@ -154,7 +157,7 @@ def _capture_progress(progress):
 
 
 @app.command()
-def profile(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
+def profile(kernel_path: str = KernelArg,
             remap: Optional[Path] = typer.Option(None, "--remap", help="file with the remap to profile"),
             hw_name: Optional[str] = HardwareOpt,
             size: Optional[str] = typer.Option(None, "--size", help="named size (default: the kernel's)"),
@@ -168,7 +171,7 @@ def profile(kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
     from swizzleperf.profilers.select import select_profiler
     from swizzleperf.render import report_table
 
-    kernel = load_kernel(kernel_path)
+    kernel = load_kernel(find_kernel(kernel_path))
     size = size or kernel.default_size
     kernel.size(size)
     spec, why = hardware.resolve(hw_name)
@@ -254,7 +257,8 @@ def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None,
 # --- optimize --------------------------------------------------------------------------------
 
 @app.command()
-def optimize(kernel_path: Optional[Path] = typer.Argument(None, metavar="KERNEL"),
+def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
+                                                      help="a kernel file, or a name under kernels/ (softmax)"),
              hw_name: Optional[str] = HardwareOpt,
              profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
              proposer_name: str = typer.Option("search", "--proposer", help="search | llm | hybrid"),
@@ -408,7 +412,7 @@ def library_show(name: str, library: Optional[Path] = LibraryOpt) -> None:
 
 @app.command()
 def apply(name: str = typer.Argument(..., help="library entry"),
-          kernel_path: Path = typer.Argument(..., metavar="KERNEL"),
+          kernel_path: str = KernelArg,
           library: Optional[Path] = LibraryOpt,
           hw_name: Optional[str] = HardwareOpt,
           size: Optional[str] = typer.Option(None, "--size", help="named size to profile (default: the kernel's)"),
@@ -422,7 +426,7 @@ def apply(name: str = typer.Argument(..., help="library entry"),
     from swizzleperf.profilers.select import select_profiler
 
     entry = Library(library).get(name)
-    kernel = load_kernel(kernel_path)
+    kernel = load_kernel(find_kernel(kernel_path))
     size = size or kernel.default_size
     spec, why = hardware.resolve(hw_name)
     with _progress() as progress:

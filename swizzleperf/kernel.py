@@ -188,6 +188,22 @@ def import_module_from(path: Path, module_name: str | None = None) -> ModuleType
     return module
 
 
+KERNELS_DIR = Path("kernels")
+
+
+def find_kernel(name: str | Path, kernels_dir: Path = KERNELS_DIR) -> Path:
+    """A kernel file by path, or by bare name from `kernels_dir` (colsum -> kernels/colsum.py)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    named = kernels_dir / f"{name}.py"
+    if path.suffix != ".py" and len(path.parts) == 1 and named.is_file():
+        return named
+    available = sorted(p.stem for p in kernels_dir.glob("*.py") if not p.name.startswith("_"))
+    raise ContractError(f"no kernel '{name}': not a file and not {named} "
+                        f"({kernels_dir}/ has {', '.join(available) or 'no kernel files'})")
+
+
 def load_kernel(path: str | Path) -> KernelFile:
     """Import a kernel file and check it against the contract, naming whatever is missing."""
     path = Path(path).resolve()

@@ -19,7 +19,7 @@ from swizzleperf import hardware
 from swizzleperf.errors import ContractError, RunError
 from swizzleperf.evaluate import CandidateEvaluator
 from swizzleperf.history import Attempt, History, Stage
-from swizzleperf.kernel import load_kernel
+from swizzleperf.kernel import find_kernel, load_kernel
 from swizzleperf.optimize import LoopSettings, Observer, finish, reopen_kernel, run_loop, start_run
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal, Proposer
@@ -31,7 +31,7 @@ from swizzleperf.runs import RunDir, find_run
 
 @dataclass
 class OptimizeRequest:
-    kernel_path: Path | None
+    kernel_path: str | Path | None  # a file, or a name under kernels/
     hardware: str | None
     profiler: str
     proposer: str
@@ -131,7 +131,7 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
     else:
         if request.kernel_path is None:
             raise ContractError("give a kernel file (e.g. kernels/softmax.py) or --resume RUN")
-        kernel = load_kernel(request.kernel_path)
+        kernel = load_kernel(find_kernel(request.kernel_path))
         size = request.size or kernel.default_size
         kernel.size(size)
         spec, hw_why = hardware.resolve(request.hardware)

@@ -77,3 +77,17 @@ def test_a_spec_file_field_like_none_lists_the_fields(cli, tmp_path):
     assert code == 2 and len(lines) == 1
     assert lines[0].startswith(f"error: invalid hardware spec {spec}: bananas: not a field of a hardware spec "
                                f"(the fields are name, vendor, num_domains, cus_per_domain, ")
+
+
+@pytest.mark.parametrize("command", ["optimize", "check", "profile"])
+def test_a_bare_kernel_name_is_looked_up_under_kernels(cli, tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "colsum.py").write_text("import triton\n")
+    code, lines = cli(command, "colsum")
+    assert code == 2  # found: the file is then refused for what it lacks
+    assert lines[0] == ("error: colsum.py breaks the kernel contract: missing REMAP_HOOK, SIZES, DEFAULT_SIZE, "
+                        "CHECK_SIZES, TOLERANCE, grid, make_inputs, make_outputs, launch, reference")
+    code, lines = cli(command, "rowsum")
+    assert code == 2
+    assert lines == ["error: no kernel 'rowsum': not a file and not kernels/rowsum.py (kernels/ has colsum)"]
