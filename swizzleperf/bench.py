@@ -41,7 +41,7 @@ from swizzleperf.render import progress_bar
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.evaluate import CandidateEvaluator, hook_constants
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf.kernel import KERNELS_DIR, KernelFile, find_kernel
+from swizzleperf.kernel import KERNELS_DIR, KernelFile, find_kernel, load_kernel
 from swizzleperf.optimize import reopen_kernel
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal
@@ -186,6 +186,22 @@ def find_kernels(names: list[str], kernels_dir: Path = KERNELS_DIR) -> list[Path
             raise ContractError(f"no kernel files in {kernels_dir}/; name kernel files or run from the repository root")
         return available
     return [find_kernel(name, kernels_dir) for name in names]
+
+
+def check_other_sizes(names: list[str] | None, kernels: list[Path]) -> None:
+    """Refuse an --other-sizes name that no kernel of the suite declares (a typo would check nothing)."""
+    if not names:
+        return
+    declared: dict[str, list[str]] = {}
+    for path in kernels:
+        try:
+            declared[path.stem] = list(load_kernel(path).sizes)
+        except SwizzlePerfError:
+            continue  # reported when its turn comes
+    unknown = [name for name in names if declared and not any(name in sizes for sizes in declared.values())]
+    if unknown:
+        listed = "; ".join(f"{kernel} declares {', '.join(sizes)}" for kernel, sizes in declared.items())
+        raise ContractError(f"--other-sizes: no kernel declares {', '.join(map(repr, unknown))} ({listed})")
 
 
 # --- the simulator's budget ----------------------------------------------------------------------
@@ -371,6 +387,7 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
 def run_bench(request: BenchRequest, console: Console) -> BenchReport:
     """Every kernel of the request in turn; prints the table and writes bench.md/.json/.png."""
     t0 = time.perf_counter()
+    check_other_sizes(request.other_sizes, request.kernels)
     spec, hw_reason = hardware.resolve(request.hardware)
     profiler, profiler_reason = select_profiler(request.profiler, spec)  # fails now, not once per kernel
     device = default_device()

@@ -91,3 +91,10 @@ def test_a_bare_kernel_name_is_looked_up_under_kernels(cli, tmp_path, monkeypatc
     code, lines = cli(command, "rowsum")
     assert code == 2
     assert lines == ["error: no kernel 'rowsum': not a file and not kernels/rowsum.py (kernels/ has colsum)"]
+
+
+def test_bench_other_sizes_that_no_kernel_declares_is_an_error_listing_the_sizes(cli, tmp_path):
+    code, lines = cli("bench", "softmax", "--other-sizes", "small,huge", "--runs-dir", str(tmp_path))
+    assert code == 2
+    assert lines == ["error: --other-sizes: no kernel declares 'huge' (softmax declares tiny, small, medium, large)"]
+    assert list(tmp_path.iterdir()) == []  # refused before any run started
