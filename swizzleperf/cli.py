@@ -307,6 +307,7 @@ def runs_list(runs_dir: Path = RunsDirOpt) -> None:
     """One line per run: kernel, hardware, status, baseline -> best (ceiling)."""
     from rich.table import Table
 
+    from swizzleperf.render import print_unclipped
     from swizzleperf.runs import RunDir, list_runs
     table = Table(title=f"Runs in {runs_dir}", title_justify="left")
     for col in ("run", "kernel", "size", "hardware", "profiler", "proposer", "status", "baseline %", "best %", "ceiling %"):
@@ -320,7 +321,7 @@ def runs_list(runs_dir: Path = RunsDirOpt) -> None:
         fmt = lambda v: f"{v:.2f}" if v is not None else ""  # noqa: E731
         table.add_row(r.run_id, r.kernel.name, r.size, r.hardware.name, r.profiler, r.proposer, r.status,
                       fmt(r.baseline_hit_pct), fmt(r.best.hit_pct if r.best else None), fmt(r.ceiling_pct))
-    console.print(table)
+    print_unclipped(console, table)
 
 
 @runs_app.command("show")
