@@ -292,7 +292,8 @@ def test_ncu_command_is_exact(fake_bin: Path):
         "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,lts__t_sectors_srcunit_tex_op_write_lookup_hit.sum,"
         "lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum,lts__t_sectors_srcunit_tex_lookup_hit.sum,"
         "lts__t_sectors_srcunit_tex_lookup_miss.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum,"
-        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum,launch__occupancy_limit_blocks,"
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum,l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld.sum,"
+        "launch__occupancy_limit_blocks,"
         "launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_warps",
         "--cache-control", "all", "--profile-from-start", "off", "--kernel-name", "regex:^(softmax_kernel)$",
         sys.executable, "-m", "swizzleperf.profilers.runner", "/w/softmax.py", "medium", "--num-xcds", "1",
@@ -537,7 +538,7 @@ def test_select_sim_and_auto_without_gpu(fake_sim: type, monkeypatch: pytest.Mon
     assert profiler.options == {"cache_dir": Path("/c")}  # simulator options reach the simulator
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: None)
     profiler, reason = select.select_profiler("auto", MI300X, progress=print)
-    assert isinstance(profiler, fake_sim) and reason == "torch sees no GPU: simulator"
+    assert isinstance(profiler, fake_sim) and reason == "auto: no GPU here (torch sees none), so the simulator predicts"
     assert profiler.options == {"progress": print}
 
 
@@ -551,7 +552,7 @@ def test_select_auto_uses_the_vendor_profiler_when_found(runtime, hw, tool, cls,
     profiler, reason = select.select_profiler("auto", hw, progress=print)  # progress is for the simulator only
     # with a GPU here, counters come with do_bench timing of the same kernel
     assert isinstance(profiler, TimedProfiler) and isinstance(profiler.inner, cls)
-    assert profiler.name == tool and reason == f"{label} and {tool} at {binary}: {tool}"
+    assert profiler.name == tool and reason == f"auto: a {label} and {tool} at {binary}, so {tool} measures"
 
 
 def test_select_auto_does_not_measure_another_vendors_gpu(fake_sim: type, fake_bin: Path,
@@ -559,7 +560,7 @@ def test_select_auto_does_not_measure_another_vendors_gpu(fake_sim: type, fake_b
     _executable(fake_bin / "ncu", "#!/bin/sh\nexit 0\n")
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: "cuda")
     profiler, reason = select.select_profiler("auto", MI300X)
-    assert isinstance(profiler, fake_sim) and reason == "CUDA GPU here, but the target mi300x is amd: simulator"
+    assert isinstance(profiler, fake_sim) and reason == "auto: a CUDA GPU here, but the target mi300x is amd, so the simulator predicts"
 
 
 def test_select_auto_falls_back_to_sim_when_the_tool_is_missing(fake_sim: type, tmp_path: Path,
@@ -572,7 +573,7 @@ def test_select_auto_falls_back_to_sim_when_the_tool_is_missing(fake_sim: type, 
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: "cuda")
     profiler, reason = select.select_profiler("auto", H100)
     assert isinstance(profiler, fake_sim)
-    assert reason == "CUDA GPU but no ncu on PATH or in /usr/local/cuda/bin: simulator"
+    assert reason == "auto: a CUDA GPU but no ncu on PATH or in /usr/local/cuda/bin, so the simulator predicts"
 
 
 def test_select_explicit_profilers(fake_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

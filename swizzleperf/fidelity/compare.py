@@ -14,7 +14,7 @@ import numpy as np
 from swizzleperf.fidelity.records import MeasuredKernel, MeasuredRemap
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
-from swizzleperf.profilers.ncu import DRAM_READ, OCCUPANCY_LIMITS, READ_HIT, READ_MISS
+from swizzleperf.profilers.ncu import DRAM_READ, OCCUPANCY_LIMITS, READ_HIT, READ_MISS, read_requests
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.report import BottleneckReport
 
@@ -22,6 +22,13 @@ CARVEOUT = "launch__shared_mem_config_size"
 
 
 def measured_read_hit_pct(metrics: dict[str, float]) -> float:
+    """The SMs' read requests that did not miss in the L2 (`ncu.read_requests`: merged requests count as served)."""
+    requests, misses, _ = read_requests(metrics)
+    return 100.0 * (requests - misses) / requests if requests else 0.0
+
+
+def measured_lookup_hit_pct(metrics: dict[str, float]) -> float:
+    """The L2's own read lookup hit rate (what ncu's lookup counters say; merged requests are not in it)."""
     hits, misses = metrics[READ_HIT], metrics[READ_MISS]
     return 100.0 * hits / (hits + misses) if hits + misses else 0.0
 
@@ -49,6 +56,7 @@ class RemapComparison:
     ceiling_pct: float
     measured_dram_bytes: float
     predicted_dram_bytes: float
+    measured_lookup_pct: float | None = None  # the L2's own lookup hit rate, for the record
 
 
 @dataclass(frozen=True)
@@ -128,4 +136,5 @@ def _compare(report: BottleneckReport, remap: MeasuredRemap) -> RemapComparison:
                            predicted_read_pct=report.hit_pct,
                            ceiling_pct=100.0 if report.ceiling_pct is None else report.ceiling_pct,
                            measured_dram_bytes=remap.metrics.get(DRAM_READ, float("nan")),
-                           predicted_dram_bytes=float(report.bytes_from_next_level or 0))
+                           predicted_dram_bytes=float(report.bytes_from_next_level or 0),
+                           measured_lookup_pct=measured_lookup_hit_pct(remap.metrics))

@@ -32,7 +32,7 @@ from swizzleperf.proposers.search import candidate_space
 # The SM-side L2 traffic split by operation (what a swizzle changes is read reuse; writes allocate
 # without a fetch), L1's filtering of global loads, DRAM traffic, and what sets occupancy.
 METRICS = (ncu.READ_HIT, ncu.READ_MISS, ncu.WRITE_HIT, ncu.WRITE_MISS, ncu.TEX_HIT, ncu.TEX_MISS, ncu.LOOKUP_HIT,
-           ncu.LOOKUP_MISS, ncu.L1_HIT, ncu.L1_MISS, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+           ncu.LOOKUP_MISS, ncu.L1_HIT, ncu.L1_MISS, ncu.SM_READ_SECTORS, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
            ncu.DRAM_READ, "dram__bytes_write.sum", ncu.DURATION, *ncu.OCCUPANCY_LIMITS,
            "launch__shared_mem_config_size", "launch__shared_mem_per_block_static",
            "launch__shared_mem_per_block_dynamic", "launch__registers_per_thread", "launch__block_size",
@@ -122,7 +122,7 @@ def kernel_record(kernel: KernelFile, hw: HardwareSpec, size: str, ncu_output: s
 
 
 def measure(kernels: list[tuple[KernelFile, str]], hw: HardwareSpec, raw_dir: Path | None = None,
-            on_kernel=None) -> Measurement:
+            on_kernel=None, extra_metrics: list[str] = ()) -> Measurement:
     """Measure every (kernel, size); a kernel that fails is recorded with its error, never fatal.
 
     `on_kernel(measurement)` sees the measurement so far after every kernel (to save it as it grows)."""
@@ -136,7 +136,7 @@ def measure(kernels: list[tuple[KernelFile, str]], hw: HardwareSpec, raw_dir: Pa
         device=torch.cuda.get_device_name(0), tool=f"ncu {version[-1] if version else '?'}", cache_control="all",
         versions={n: importlib.metadata.version(n) for n in ("torch", "triton")} | {
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}, kernels=[])
-    metrics = list(METRICS)
+    metrics = list(dict.fromkeys([*METRICS, *extra_metrics]))
     for kernel, size in kernels:
         try:
             record, lost = measure_kernel(kernel, hw, size, binary, metrics, raw_dir)
