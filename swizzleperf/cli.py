@@ -41,6 +41,9 @@ def _debug_from_env() -> bool:
 
 HardwareOpt = typer.Option(None, "--hardware", "-H", help="preset name (see `swizzleperf hw`) or a .yaml/.json spec; "
                                                           "default: the local GPU, else mi300x")
+ProfilerOpt = typer.Option("auto", "--profiler", help="auto (measured where a GPU and its profiler are here, "
+                                                      "else simulated) | sim | ncu | rocprofv3")
+ProposerOpt = typer.Option(None, "--proposer", help="search | llm | hybrid; default search, or llm with --model")
 RunsDirOpt = typer.Option(Path("runs"), "--runs-dir", help="where run directories live")
 LibraryOpt = typer.Option(None, "--library", help="library directory (default ./swizzles or $SWIZZLEPERF_LIBRARY)")
 
@@ -161,7 +164,7 @@ def profile(kernel_path: str = KernelArg,
             remap: Optional[Path] = typer.Option(None, "--remap", help="file with the remap to profile"),
             hw_name: Optional[str] = HardwareOpt,
             size: Optional[str] = typer.Option(None, "--size", help="named size (default: the kernel's)"),
-            profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
+            profiler_name: str = ProfilerOpt,
             json_out: Optional[Path] = typer.Option(None, "--json", help="also write the report(s) as JSON here"),
             picture: Optional[Path] = typer.Option(None, "--picture", help="write the tile-to-die PNG here"),
             set_index_spread: bool = typer.Option(False, "--set-index-spread",
@@ -260,8 +263,8 @@ def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None,
 def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
                                                       help="a kernel file, or a name under kernels/ (softmax)"),
              hw_name: Optional[str] = HardwareOpt,
-             profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
-             proposer_name: str = typer.Option("search", "--proposer", help="search | llm | hybrid"),
+             profiler_name: str = ProfilerOpt,
+             proposer_name: Optional[str] = ProposerOpt,
              iterations: int = typer.Option(24, "--iterations", "-n", min=1, help="attempts after the baseline"),
              patience: int = typer.Option(10, "--patience", min=1, help="stop after this many attempts without improvement"),
              keep_going: bool = typer.Option(False, "--keep-going", help="go on after the best remap reaches the "
@@ -417,7 +420,7 @@ def apply(name: str = typer.Argument(..., help="library entry"),
           library: Optional[Path] = LibraryOpt,
           hw_name: Optional[str] = HardwareOpt,
           size: Optional[str] = typer.Option(None, "--size", help="named size to profile (default: the kernel's)"),
-          profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
+          profiler_name: str = ProfilerOpt,
           out: Optional[Path] = typer.Option(None, "--out", help="where to write the patched copy "
                                                                  "(default runs/applied/KERNEL-NAME.py)"),
           write: bool = typer.Option(False, "--write", help="write the remap into KERNEL itself")) -> None:
@@ -460,8 +463,8 @@ def apply(name: str = typer.Argument(..., help="library entry"),
 def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]...",
                                                        help="names under kernels/ or paths (default: all of kernels/)"),
           hw_name: Optional[str] = HardwareOpt,
-          profiler_name: str = typer.Option("sim", "--profiler", help="sim | ncu | rocprofv3 | auto"),
-          proposer_name: str = typer.Option("search", "--proposer", help="search | llm | hybrid"),
+          profiler_name: str = ProfilerOpt,
+          proposer_name: Optional[str] = ProposerOpt,
           iterations: int = typer.Option(24, "--iterations", "-n", min=1, help="attempts after the baseline, per kernel"),
           seed: int = typer.Option(0, "--seed", help="makes the search deterministic"),
           model: Optional[str] = typer.Option(None, "--model", help="LLM for --proposer llm/hybrid, e.g. openai/gpt-4o"),
@@ -476,9 +479,13 @@ def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]
           runs_dir: Path = RunsDirOpt) -> None:
     """Optimize every kernel of a suite, then check each best remap at the kernel's other sizes."""
     from swizzleperf.bench import BenchRequest, find_kernels, run_bench
+    from swizzleperf.session import resolve_proposer
     only = None if other_sizes is None else [name.strip() for name in other_sizes.split(",") if name.strip()]
+    proposer, note = resolve_proposer(proposer_name, model)
+    if note:
+        console.print(note, highlight=False)
     run_bench(BenchRequest(kernels=find_kernels(kernels or []), hardware=hw_name, profiler=profiler_name,
-                           proposer=proposer_name, iterations=iterations, seed=seed, model=model, api_base=api_base,
+                           proposer=proposer, iterations=iterations, seed=seed, model=model, api_base=api_base,
                            runs_dir=runs_dir, out=out, max_sim_accesses=max_sim_accesses, other_sizes=only),
               console)
 
@@ -555,13 +562,14 @@ def main() -> None:
     except SwizzlePerfError as exc:
         if _state["debug"]:
             raise
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)  # one line in a pipe
         sys.exit(2)
     except Exception as exc:  # a bug, still one line and "could not" (2); --debug shows the traceback
         if _state["debug"]:
             raise
         what = untrusted.echo(f"{type(exc).__name__}: {exc}", 500)
-        console.print(f"[red]internal error:[/] {escape(what)} (--debug shows the traceback)", highlight=False)
+        console.print(f"[red]internal error:[/] {escape(what)} (--debug shows the traceback)", highlight=False,
+                      soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")

@@ -196,8 +196,10 @@ def find_kernel(name: str | Path, kernels_dir: Path = KERNELS_DIR) -> Path:
     path = Path(name)
     if path.is_file():
         return path
+    if path.suffix == ".py" or len(path.parts) > 1:
+        raise ContractError(f"kernel file {path.resolve()} does not exist")
     named = kernels_dir / f"{name}.py"
-    if path.suffix != ".py" and len(path.parts) == 1 and named.is_file():
+    if named.is_file():
         return named
     available = sorted(p.stem for p in kernels_dir.glob("*.py") if not p.name.startswith("_"))
     raise ContractError(f"no kernel '{name}': not a file and not {named} "

@@ -34,7 +34,7 @@ class OptimizeRequest:
     kernel_path: str | Path | None  # a file, or a name under kernels/
     hardware: str | None
     profiler: str
-    proposer: str
+    proposer: str | None  # None: search, or llm when a model is given
     iterations: int
     patience: int
     size: str | None
@@ -49,6 +49,17 @@ class OptimizeRequest:
     resume: str | None
     runs_dir: Path
     stop_at_ceiling: bool = True
+
+
+def resolve_proposer(requested: str | None, model: str | None) -> tuple[str, str | None]:
+    """The proposer to use, and a line to print when it is not what was literally asked for."""
+    if requested is None:
+        if model:
+            return "llm", f"--model {model} without --proposer: using --proposer llm"
+        return "search", None
+    if requested == "search" and model:
+        return "search", f"--proposer search asks no model: --model {model} is not used"
+    return requested, None
 
 
 def make_proposer(name: str, seed: int, options: dict) -> Proposer:
@@ -136,12 +147,15 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
         kernel.size(size)
         spec, hw_why = hardware.resolve(request.hardware)
         profiler, prof_why = select_profiler(request.profiler, spec, progress=on_capture)
-        options = {} if request.proposer == "search" else {
+        proposer_name, note = resolve_proposer(request.proposer, request.model)
+        if note:
+            console.print(note, highlight=False)
+        options = {} if proposer_name == "search" else {
             "model": request.model, "api_base": request.api_base, "mode": request.llm_mode,
             "timeout_s": request.llm_timeout, "retries": request.llm_retries}
         if request.library is not None:
             options["library"] = str(request.library.resolve())
-        proposer = make_proposer(request.proposer, request.seed, options)
+        proposer = make_proposer(proposer_name, request.seed, options)
         run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
                         LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed,
                                      stop_at_ceiling=request.stop_at_ceiling))

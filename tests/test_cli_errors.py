@@ -94,7 +94,42 @@ def test_a_bare_kernel_name_is_looked_up_under_kernels(cli, tmp_path, monkeypatc
 
 
 def test_bench_other_sizes_that_no_kernel_declares_is_an_error_listing_the_sizes(cli, tmp_path):
-    code, lines = cli("bench", "softmax", "--other-sizes", "small,huge", "--runs-dir", str(tmp_path))
+    code, lines = cli("bench", str(SOFTMAX), "--other-sizes", "small,huge", "--runs-dir", str(tmp_path))
     assert code == 2
     assert lines == ["error: --other-sizes: no kernel declares 'huge' (softmax declares tiny, small, medium, large)"]
     assert list(tmp_path.iterdir()) == []  # refused before any run started
+
+
+def test_model_without_proposer_implies_the_llm_proposer_and_says_so(cli, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code, lines = cli("optimize", str(SOFTMAX), "--hardware", "mi300x", "--model", "openai/gpt-4o",
+                      "--runs-dir", str(tmp_path))
+    assert code == 2  # the LLM proposer was made: it fails now for the key it lacks, before any run
+    assert lines[0] == "--model openai/gpt-4o without --proposer: using --proposer llm"
+    assert lines[-1].startswith("error: ") and "OPENAI_API_KEY" in lines[-1]
+    assert not tmp_path.exists() or list(tmp_path.iterdir()) == []
+
+
+def test_proposer_resolution():
+    from swizzleperf.session import resolve_proposer
+    assert resolve_proposer(None, None) == ("search", None)
+    assert resolve_proposer(None, "openai/gpt-4o") == ("llm", "--model openai/gpt-4o without --proposer: using "
+                                                              "--proposer llm")
+    assert resolve_proposer("hybrid", "openai/gpt-4o") == ("hybrid", None)
+    assert resolve_proposer("search", "openai/gpt-4o") == ("search", "--proposer search asks no model: --model "
+                                                                     "openai/gpt-4o is not used")
+
+
+@pytest.mark.parametrize("runtime, line", [
+    (None, "hardware mi300x (preset mi300x); profiler sim (auto: no GPU here (torch sees none), so the simulator "
+           "predicts)"),
+    ("cuda", "hardware mi300x (preset mi300x); profiler sim (auto: a CUDA GPU here, but the target mi300x is amd, so "
+             "the simulator predicts)"),
+])
+def test_the_default_profiler_is_auto_and_says_which_and_why(cli, monkeypatch, runtime, line):
+    from swizzleperf.profilers import select
+    monkeypatch.setattr(select, "local_gpu_runtime", lambda: runtime)
+    code, lines = cli("profile", str(SOFTMAX), "--size", "tiny", "--hardware", "mi300x")
+    assert code == 0
+    assert lines[0] == line
+    assert not any("requested" in text for text in lines)

@@ -1,4 +1,4 @@
-"""Choose a profiler by name, or let "auto" pick the best one this machine can run.
+"""Choose a profiler by name, or let "auto" (the default) pick the best one this machine can run.
 
 auto: rocprofv3 on a ROCm GPU when the binary is found, ncu on a CUDA GPU when found, the
 simulator otherwise, and also when the local GPU is another vendor's than the target hardware. The reason string says what was found, so a run records why its
@@ -54,18 +54,20 @@ def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Pr
 
     runtime = local_gpu_runtime()
     if runtime is None:
-        return _simulator(hw, sim_options), "torch sees no GPU: simulator"
+        return _simulator(hw, sim_options), "auto: no GPU here (torch sees none), so the simulator predicts"
     tool, module = ("rocprofv3", rocprof) if runtime == "rocm" else ("ncu", ncu)
     label = "ROCm GPU" if runtime == "rocm" else "CUDA GPU"
     if hw.vendor == {"rocm": "nvidia", "cuda": "amd"}[runtime]:
         # measuring an H100 says nothing about an MI300X's XCDs, and the report would claim it did
-        return _simulator(hw, sim_options), f"{label} here, but the target {hw.name} is {hw.vendor}: simulator"
+        return _simulator(hw, sim_options), (f"auto: a {label} here, but the target {hw.name} is {hw.vendor}, so the "
+                                             f"simulator predicts")
     dirs = [d for d in module.install_dirs() if d]
     path = find_tool(tool, dirs)
     if path is None:
-        return _simulator(hw, sim_options), f"{label} but no {tool} on PATH or in {', '.join(dirs)}: simulator"
+        return _simulator(hw, sim_options), (f"auto: a {label} but no {tool} on PATH or in {', '.join(dirs)}, so the "
+                                             f"simulator predicts")
     profiler = rocprof.RocprofV3Profiler(hw, binary=path) if runtime == "rocm" else ncu.NcuProfiler(hw, binary=path)
-    return _timed(profiler, hw), f"{label} and {tool} at {path}: {tool}"
+    return _timed(profiler, hw), f"auto: a {label} and {tool} at {path}, so {tool} measures"
 
 
 def _timed(profiler: Profiler, hw: HardwareSpec) -> Profiler:
