@@ -63,12 +63,13 @@ def _order_identity(hook: HookSignature) -> list[str]:
 def _order_xcd_contiguous(hook: HookSignature, dies: int | None = None) -> list[str]:
     # Die d receives programs d, d+N, d+2N, ... and gives them one contiguous logical range. The
     # first t dies ("tall") get q = ceil(G/N) programs, the rest q-1; t = N when N divides G.
+    # ceil(G/N) as (G - 1) // N + 1: `G + N - 1` wraps in int32 for grids within N of 2**31.
     n = _dies(hook, dies)
     return [
         f"    count = {_count(hook)}",
         f"    xcd = {hook.pid} % {n}",
         f"    local = {hook.pid} // {n}",
-        f"    q = (count + {n} - 1) // {n}",
+        f"    q = (count - 1) // {n} + 1",
         f"    tall = count - (q - 1) * {n}",
         "    if xcd < tall:",
         "        lid = xcd * q + local",
@@ -109,14 +110,15 @@ def _raster_col_major(hook: HookSignature) -> list[str]:
 
 def _raster_grouped(hook: HookSignature, group_m: int) -> list[str]:
     # GROUP_M rows of tiles are walked column by column, so consecutive programs reuse the same
-    # rows of A and the same columns of B; the last group may be shorter.
+    # rows of A and the same columns of B; the last group may be shorter. (Not `GROUP_M * n`:
+    # it wraps in int32 on tall grids; every value here is at most the grid's program count.)
     m, n = hook.grid_params
     return [
-        f"    in_group = {group_m} * {n}",
-        "    group = lid // in_group",
-        f"    first_m = group * {group_m}",
+        f"    row = lid // {n}",
+        f"    first_m = row - row % {group_m}",
         f"    rows = min({m} - first_m, {group_m})",
-        "    return first_m + (lid % in_group) % rows, (lid % in_group) // rows",
+        f"    local = lid - first_m * {n}",
+        "    return first_m + local % rows, local // rows",
     ]
 
 
@@ -131,17 +133,19 @@ def _order_cluster_rounds(hook: HookSignature, index: str, count: str, chunk: st
     than N chunks) is split XCD-contiguously: each die runs one contiguous piece of it, so a
     tail chunk spans few dies rather than all. Always a bijection; it pins chunks to dies when
     `index` % N is the die of the launch slot (the ids before `index`'s range are a multiple of N).
+    No intermediate exceeds `count` (int32 would wrap): the round size is formed only where a
+    round fits, and ceil(tail/N) is (tail - 1) // N + 1.
     """
     n = _dies(hook, dies)
     return [
-        f"    per_round = {n} * {chunk}",
-        f"    rounds_end = {count} - {count} % per_round",
+        f"    rounds_end = {count} // {chunk} // {n} * {n} * {chunk}",
         f"    if {index} < rounds_end:",
+        f"        per_round = {n} * {chunk}",
         f"        {target} = ({index} // per_round) * per_round + ({index} % {n}) * {chunk} "
         f"+ ({index} // {n}) % {chunk}",
         "    else:",
         f"        tail = {count} - rounds_end",
-        f"        tail_q = (tail + {n} - 1) // {n}",
+        f"        tail_q = (tail - 1) // {n} + 1",
         f"        tall = tail - (tail_q - 1) * {n}",
         f"        tail_xcd = ({index} - rounds_end) % {n}",
         f"        tail_local = ({index} - rounds_end) // {n}",
@@ -165,8 +169,9 @@ def _attention_naive_head_first(hook: HookSignature) -> list[str]:
 def _attention_swizzled_head_first(hook: HookSignature, group: int, dies: int | None) -> list[str]:
     # A cluster is `group` heads x all their q blocks: group * blocks consecutive ids in head-first
     # order. Whole clusters are pinned to dies; each die walks its clusters head by head.
-    blocks, _, _ = hook.grid_params
-    return ([f"    count = {_count(hook)}", f"    cluster = {group} * {blocks}"]
+    # More heads per cluster than units make one cluster of everything (`group * blocks` could wrap).
+    blocks, batch, heads = hook.grid_params
+    return ([f"    count = {_count(hook)}", f"    cluster = min({group}, {batch} * {heads}) * {blocks}"]
             + _order_cluster_rounds(hook, hook.pid, "count", "cluster", "lid", dies)
             + ["    unit = lid // " + blocks] + _unravel_3d(hook, f"lid % {blocks}", "unit"))
 

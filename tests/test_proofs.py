@@ -203,10 +203,23 @@ def test_a_division_by_zero_on_small_grids_is_undefined_behaviour():
     assert cex.grid[0] // 7 == 0 and cex.line == 4 and "divides by zero" in cex.message
 
 
-def test_xcd_contiguous_is_not_a_bijection_where_int32_wraps():
-    """A real limit of the family: for grids within N of 2**31, `count + N - 1` wraps in int32."""
-    source = FAMILIES["xcd_contiguous"](H1)
-    verdict = prove(source)
+WRAPPING_XCD = hook('''
+    """XCD-contiguous with ceil(G/N) as (G + N - 1) // N, as the families had it before."""
+    xcd = pid % NUM_XCDS
+    local = pid // NUM_XCDS
+    q = (num_pids + NUM_XCDS - 1) // NUM_XCDS
+    tall = num_pids - (q - 1) * NUM_XCDS
+    if xcd < tall:
+        lid = xcd * q + local
+    else:
+        lid = tall * q + (xcd - tall) * (q - 1) + local
+    return lid
+''')
+
+
+def test_xcd_contiguous_written_with_count_plus_n_minus_1_is_not_a_bijection_where_int32_wraps():
+    """For grids within N of 2**31, `count + N - 1` wraps; the family's (count - 1) // N + 1 does not."""
+    verdict = prove(WRAPPING_XCD)
     assert verdict.status == "counterexample", verdict.message
     cex = verdict.counterexample
     (count,), n = cex.grid, cex.constexprs["NUM_XCDS"]
@@ -216,7 +229,8 @@ def test_xcd_contiguous_is_not_a_bijection_where_int32_wraps():
         assert results == [cex.logical[0]] and not 0 <= results[0] < count
     else:
         assert results[0] == results[1] == cex.logical[0]
-    assert prove(source, max_programs=INT32_MAX - 16).status == "proven"
+    assert prove(WRAPPING_XCD, max_programs=INT32_MAX - 16).status == "proven"
+    assert prove(FAMILIES["xcd_contiguous"](H1)).status == "proven"
 
 
 # --- Triton's semantics ------------------------------------------------------------------------

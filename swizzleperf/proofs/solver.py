@@ -4,9 +4,9 @@ z3's nonlinear integer arithmetic is erratic: the same formula can take 0.05 s o
 depending on the strategy, and on everything created before it in the same context (term ids
 steer its heuristics). So each query is copied into a fresh context, which makes the answer
 depend on the formula alone, and runs with three strategies in turn, each for a share of its
-time: equation solving then the SMT core, the default solver, and z3's qfnia tactic. (On the
-queries the family proofs ask, the first decides most; each of the others decides a few the
-first cannot.)
+time: the default solver without Groebner bases (the GROUP_M raster's injectivity: 1.6 s with
+them, 0.3 s without), equation solving then the SMT core, and z3's qfnia tactic. (Each of the
+later ones decides a few queries the first cannot.)
 """
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ class Cancel:
 def _strategies(ctx: z3.Context):
     def then(*names: str) -> z3.Solver:
         return z3.Then(*[z3.Tactic(n, ctx) for n in names], ctx=ctx).solver()
+    plain = z3.Solver(ctx=ctx)
+    plain.set("arith.nl.grobner", False)  # Groebner bases only slow the division-by-extent queries down
+    yield plain
     yield then("simplify", "propagate-values", "solve-eqs", "smt")
-    yield z3.Solver(ctx=ctx)
     yield then("simplify", "propagate-values", "solve-eqs", "purify-arith", "qfnia")
 
 
