@@ -5,7 +5,8 @@ that overflows), so the candidate is run for real: the kernel file with the new 
 to a temp dir and imported in a child (the remap is untrusted code; the CPU path sets
 TRITON_INTERPRET=1 there). For each size and seed the child builds inputs, prefills every output
 with NaN (so a tile that no program writes cannot pass by luck), launches, and compares each
-output with the PyTorch reference under the kernel's TOLERANCE; it also checks the inputs are
+output with the PyTorch reference under the kernel's TOLERANCE (a kernel file without `reference()`
+is compared with itself run with its own hook, unchanged, exactly unless TOLERANCE says otherwise); it also checks the inputs are
 bit-for-bit unchanged. Only JSON comes back. A crash or timeout of the child is a failed
 report, not an exception: the loop records it and moves on.
 """
@@ -28,6 +29,8 @@ from swizzleperf.isolation import Confinement
 from swizzleperf.sandbox import default_confinement, run_in_child
 
 _CHILD_TARGET = "swizzleperf.correctness:check_cases_child"
+REFERENCE = "the reference"
+ORIGINAL = "the kernel run with its own hook"  # the reference of a kernel file without reference()
 CPU_MEMORY_MB = 8192  # the CPU interpreter's child: see _confinement
 
 
@@ -42,6 +45,7 @@ class OutputCheck(BaseModel):
     max_abs_error: float | None = Field(description="over elements where both are finite; None if there are none")
     first_mismatch: list[int] | None = Field(None, description="index of the first mismatching element")
     shape_error: str | None = None
+    against: str = Field(REFERENCE, description="what the output was compared with")
 
     @property
     def ok(self) -> bool:
@@ -49,15 +53,16 @@ class OutputCheck(BaseModel):
 
     def describe(self, atol: float, rtol: float) -> str:
         if self.shape_error is not None:
-            return f"output {self.name}: {self.shape_error}"
+            return f"output {self.name}: {self.shape_error.replace('the reference', self.against)}"
         where = f"first at index {tuple(self.first_mismatch)}" if self.first_mismatch is not None else ""
         error = f"max abs error {self.max_abs_error:.3g}" if self.max_abs_error is not None else ""
         detail = ", ".join(p for p in (error, where) if p)
         if self.nans:
             return (f"output {self.name} has {self.nans} NaN elements of {self.numel} (programs never ran?) and "
                     f"{self.mismatches} mismatches in all ({detail})")
-        return (f"output {self.name}: {self.mismatches} of {self.numel} elements differ from the reference beyond "
-                f"atol={atol:g}, rtol={rtol:g} ({detail})")
+        beyond = f"beyond atol={atol:g}, rtol={rtol:g}" if atol or rtol else "(compared exactly)"
+        return (f"output {self.name}: {self.mismatches} of {self.numel} elements differ from {self.against} "
+                f"{beyond} ({detail})")
 
 
 class CaseResult(BaseModel):
@@ -98,6 +103,7 @@ class CorrectnessReport(BaseModel):
     cases: list[CaseResult] = Field(default_factory=list, description="in the order run")
     failure: str | None = Field(None, description="the first failure, in a sentence; None when all passed")
     seconds: float
+    against: str = Field(REFERENCE, description="what the outputs were compared with")
 
     @property
     def ok(self) -> bool:
@@ -108,7 +114,7 @@ class CorrectnessReport(BaseModel):
         """One sentence for histories, prompts and the CLI."""
         if self.failure is not None:
             return self.failure
-        return (f"matches the reference on {len(self.cases)} case(s): sizes {', '.join(self.sizes)} x seeds "
+        return (f"matches {self.against} on {len(self.cases)} case(s): sizes {', '.join(self.sizes)} x seeds "
                 f"{', '.join(map(str, self.seeds))} on {self.device} ({self.num_xcds} XCDs)")
 
     def raise_if_failed(self) -> None:
@@ -122,7 +128,8 @@ class CorrectnessReport(BaseModel):
         atol, rtol = kernel.tolerance["atol"], kernel.tolerance["rtol"]
         failure = failure or next((c.reason(atol, rtol) for c in cases if not c.ok), None)
         return cls(kernel=kernel.name, device=device, num_xcds=num_xcds, sizes=sizes, seeds=seeds,
-                   tolerance=kernel.tolerance, cases=cases, failure=failure, seconds=seconds)
+                   tolerance=kernel.tolerance, cases=cases, failure=failure, seconds=seconds,
+                   against=REFERENCE if kernel.has_reference else ORIGINAL)
 
 
 def default_device() -> str:
@@ -159,12 +166,18 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
     with tempfile.TemporaryDirectory(prefix="swizzleperf-correctness-") as tmp:
         spliced = Path(tmp) / kernel.path.name
         spliced.write_text(kernel.with_hook(remap_source))
+        payload = {"kernel_path": str(spliced), **settings}
+        if not kernel.has_reference:  # the kernel as it is, to compare with
+            original = Path(tmp) / "original" / kernel.path.name
+            original.parent.mkdir()
+            original.write_text(kernel.source)
+            payload["reference_path"] = str(original)
         # Triton reads the flag as @triton.jit functions are built (its own, at import): set it both ways.
         env = {"TRITON_INTERPRET": "1" if device == "cpu" else "0"}
         if device == "cpu":
             env["MALLOC_ARENA_MAX"] = "4"  # each thread's arena reserves 64 MB of the address space capped below
         try:
-            child = run_in_child(_CHILD_TARGET, {"kernel_path": str(spliced), **settings}, timeout, env=env,
+            child = run_in_child(_CHILD_TARGET, payload, timeout, env=env,
                                  what="the correctness check", confinement=_confinement(device, timeout))
         except ChildSetupError:
             raise  # the installation's fault: the remap was not checked
@@ -199,18 +212,22 @@ def check_cases_child(payload: dict, workdir: Path) -> dict:
     """Sandbox entry point: load the spliced kernel file and run every (size, seed) case."""
     try:
         kernel = load_kernel(payload["kernel_path"])
+        original = load_kernel(payload["reference_path"]) if payload.get("reference_path") else None
     except SwizzlePerfError as exc:
         return {"setup_error": str(exc).split("\n\nExpected shape:")[0], "cases": []}
-    cases = run_cases(kernel, payload["sizes"], payload["seeds"], payload["num_xcds"], payload["device"])
+    cases = run_cases(kernel, payload["sizes"], payload["seeds"], payload["num_xcds"], payload["device"], original)
     return {"cases": [c.model_dump(mode="json") for c in cases]}
 
 
-def run_cases(kernel: KernelFile, sizes: list[str], seeds: list[int], num_xcds: int, device: str) -> list[CaseResult]:
-    """Every (size, seed) case, in this process: only for a kernel already loaded as the child does."""
-    return [run_case(kernel, size, seed, num_xcds, device) for size in sizes for seed in seeds]
+def run_cases(kernel: KernelFile, sizes: list[str], seeds: list[int], num_xcds: int, device: str,
+              original: KernelFile | None = None) -> list[CaseResult]:
+    """Every (size, seed) case, in this process: only for a kernel already loaded as the child does.
+    `original`: the kernel with its own hook, the reference of a kernel file without reference()."""
+    return [run_case(kernel, size, seed, num_xcds, device, original) for size in sizes for seed in seeds]
 
 
-def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, device: str) -> CaseResult:
+def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, device: str,
+             original: KernelFile | None = None) -> CaseResult:
     """One launch on fresh inputs and NaN-filled outputs, checked against the reference."""
     t0 = time.perf_counter()
     size = kernel.size(size_name)
@@ -227,17 +244,33 @@ def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, devic
         if device != "cpu":
             torch.cuda.synchronize()  # surfaces an asynchronous fault here, inside the case
         modified = {name: changed for name, t in inputs.items() if (changed := _changed_elements(t, pristine[name]))}
-        step = "reference"
-        expected = kernel.fn("reference")(pristine, size)
+        step = "reference" if kernel.has_reference else "the original kernel (the reference)"
+        expected = _expected(kernel, original or kernel, pristine, size, num_xcds, device)
         if set(expected) != set(outputs):
             raise ContractError(f"reference() returned {sorted(expected)} but make_outputs() made {sorted(outputs)}")
         step = "the comparison"
-        checks = [compare(name, outputs[name], expected[name], **kernel.tolerance) for name in outputs]
+        against = REFERENCE if kernel.has_reference else ORIGINAL
+        checks = [compare(name, outputs[name], expected[name], **kernel.tolerance, against=against)
+                  for name in outputs]
     except Exception as exc:  # the candidate's failure, reported as this case's result
         error = f"{step} raised {_exception_text(exc)}{_where_in_file(exc, kernel.path)}"
         return CaseResult(size=size_name, seed=seed, error=error, seconds=time.perf_counter() - t0)
     return CaseResult(size=size_name, seed=seed, outputs=checks, modified_inputs=modified,
                       seconds=time.perf_counter() - t0)
+
+
+def _expected(kernel: KernelFile, original: KernelFile, pristine: dict, size: dict, num_xcds: int, device: str) -> dict:
+    """reference(), or without one the original kernel's outputs on copies of the same inputs."""
+    if kernel.has_reference:
+        return kernel.fn("reference")(pristine, size)
+    inputs = {name: t.clone() for name, t in pristine.items()}
+    outputs = original.fn("make_outputs")(size, device)
+    for t in outputs.values():
+        _poison(t)
+    original.fn("launch")(inputs, outputs, size, num_xcds)
+    if device != "cpu":
+        torch.cuda.synchronize()
+    return outputs
 
 
 def _poison(t) -> None:
@@ -258,11 +291,11 @@ def _changed_elements(now, before) -> int:
     return int((now.contiguous().view(bits) != before.contiguous().view(bits)).sum())
 
 
-def compare(name: str, out, ref, atol: float, rtol: float) -> OutputCheck:
+def compare(name: str, out, ref, atol: float, rtol: float, against: str = REFERENCE) -> OutputCheck:
     """Elementwise |out - ref| <= atol + rtol * |ref| in float64; NaN matches only a NaN reference."""
     if tuple(out.shape) != tuple(ref.shape):
         return OutputCheck(name=name, numel=out.numel(), mismatches=out.numel(), nans=0, max_abs_error=None,
-                           shape_error=f"has shape {tuple(out.shape)}, the reference {tuple(ref.shape)}")
+                           shape_error=f"has shape {tuple(out.shape)}, {against} {tuple(ref.shape)}", against=against)
     o = out.detach().to(torch.float64)
     r = ref.detach().to(out.device, torch.float64)
     bad = ~torch.isclose(o, r, rtol=rtol, atol=atol, equal_nan=True)
@@ -274,7 +307,7 @@ def compare(name: str, out, ref, atol: float, rtol: float) -> OutputCheck:
         first = [int(i) for i in np.unravel_index(flat, tuple(out.shape))]
     return OutputCheck(name=name, numel=out.numel(), mismatches=int(bad.sum()),
                        nans=int((torch.isnan(o) & ~torch.isnan(r)).sum()),
-                       max_abs_error=float(diffs.max()) if diffs.numel() else None, first_mismatch=first)
+                       max_abs_error=float(diffs.max()) if diffs.numel() else None, first_mismatch=first, against=against)
 
 
 def _exception_text(exc: BaseException) -> str:

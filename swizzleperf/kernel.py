@@ -34,7 +34,7 @@ REMAP_HOOK = "swizzle"                       # name of the hook above
 SIZES = {"small": {...}, "medium": {...}}    # named problem sizes (dicts of ints)
 DEFAULT_SIZE = "medium"
 CHECK_SIZES = ["small"]                      # sizes cheap enough for the CPU interpreter
-TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
+TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}     # needed with a reference(); without one: exact by default
 PROGRAMS_PER_CU = 1                          # optional: resident programs per CU/SM that the kernel's
                                              # registers and shared memory allow (the simulator's occupancy)
 
@@ -42,7 +42,8 @@ def grid(size) -> tuple[int, ...]:           # values of the hook's grid paramet
 def make_inputs(size, seed, device) -> dict[str, Tensor]
 def make_outputs(size, device) -> dict[str, Tensor]
 def launch(inputs, outputs, size, num_xcds) -> None   # one 1D launch of prod(grid(size)) programs
-def reference(inputs, size) -> dict[str, Tensor]       # same keys as make_outputs
+def reference(inputs, size) -> dict[str, Tensor]       # optional, same keys as make_outputs; without it a
+                                                       # remap must reproduce the kernel run with its own hook
 
 2D tile grids: def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS: tl.constexpr) -> (pid_m, pid_n)
 3D (attention): def swizzle(pid, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr)
@@ -50,8 +51,9 @@ def reference(inputs, size) -> dict[str, Tensor]       # same keys as make_outpu
 Outputs are floating point (they are prefilled with NaN to catch programs that never ran), and
 the file is self-contained (it is loaded from a copy in a temporary directory).'''
 
-_REQUIRED_FUNCTIONS = ("grid", "make_inputs", "make_outputs", "launch", "reference")
-_REQUIRED_VALUES = ("REMAP_HOOK", "SIZES", "DEFAULT_SIZE", "CHECK_SIZES", "TOLERANCE")
+_REQUIRED_FUNCTIONS = ("grid", "make_inputs", "make_outputs", "launch")
+_REQUIRED_VALUES = ("REMAP_HOOK", "SIZES", "DEFAULT_SIZE", "CHECK_SIZES")
+EXACT = {"atol": 0.0, "rtol": 0.0}  # the tolerance without a reference(): a bijective remap reproduces the kernel
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class KernelFile:
     check_sizes: tuple[str, ...]
     tolerance: dict[str, float]
     programs_per_cu: int | None = None  # PROGRAMS_PER_CU: an occupancy limit the kernel declares
+    has_reference: bool = True  # False: correctness compares with the kernel run with its own hook
 
     @property
     def name(self) -> str:
@@ -220,12 +223,17 @@ def load_kernel(path: str | Path) -> KernelFile:
         raise ContractError(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from exc
 
     module = import_module_from(path)
-    missing = [n for n in (*_REQUIRED_VALUES, *_REQUIRED_FUNCTIONS) if not hasattr(module, n)]
+    has_reference = hasattr(module, "reference")
+    required = (*_REQUIRED_VALUES, *(("TOLERANCE",) if has_reference else ()), *_REQUIRED_FUNCTIONS)
+    missing = [n for n in required if not hasattr(module, n)]
     if missing:
-        raise _contract_error(path, f"missing {', '.join(missing)}")
-    not_callable = [n for n in _REQUIRED_FUNCTIONS if not callable(getattr(module, n))]
+        raise _contract_error(path, f"missing {', '.join(missing)}" + (
+            " (TOLERANCE says how far reference() may differ)" if missing == ["TOLERANCE"] else ""))
+    not_callable = [n for n in (*_REQUIRED_FUNCTIONS, *(("reference",) if has_reference else ()))
+                    if not callable(getattr(module, n))]
     if not_callable:
-        raise _contract_error(path, f"{', '.join(not_callable)} must be functions")
+        raise _contract_error(path, f"{', '.join(not_callable)} must be "
+                                    f"{'a function' if len(not_callable) == 1 else 'functions'}")
 
     sizes = module.SIZES
     if not isinstance(sizes, dict) or not sizes or not all(
@@ -234,7 +242,7 @@ def load_kernel(path: str | Path) -> KernelFile:
     unknown = [s for s in [module.DEFAULT_SIZE, *module.CHECK_SIZES] if s not in sizes]
     if unknown:
         raise _contract_error(path, f"DEFAULT_SIZE/CHECK_SIZES name undeclared sizes: {', '.join(map(str, unknown))}")
-    tol = module.TOLERANCE
+    tol = getattr(module, "TOLERANCE", EXACT)
     if not isinstance(tol, dict) or set(tol) - {"atol", "rtol"}:
         raise _contract_error(path, "TOLERANCE must be a dict with keys atol and rtol")
 
@@ -246,7 +254,7 @@ def load_kernel(path: str | Path) -> KernelFile:
     kernel = KernelFile(path=path, source=source, module=module, hook=hook, hook_lines=lines, sizes=sizes,
                         default_size=module.DEFAULT_SIZE, check_sizes=tuple(module.CHECK_SIZES),
                         tolerance={"atol": float(tol.get("atol", 0.0)), "rtol": float(tol.get("rtol", 0.0))},
-                        programs_per_cu=occupancy)
+                        programs_per_cu=occupancy, has_reference=has_reference)
     for name in sizes:
         kernel.grid(name)  # raises a ContractError naming the size if grid() disagrees with the hook
     return kernel

@@ -68,7 +68,9 @@ def test_minimal_good_file_loads(tmp_path):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda s: s.replace('REMAP_HOOK = "swizzle"', ""), "missing REMAP_HOOK"),
-    (lambda s: s.replace("def reference(inputs, size): return {}", ""), "missing reference"),
+    (lambda s: s.replace('TOLERANCE = {"atol": 0.0, "rtol": 0.0}', ""), "missing TOLERANCE (TOLERANCE says how far "
+                                                                       "reference() may differ)"),
+    (lambda s: s.replace("def reference(inputs, size): return {}", "reference = 3"), "reference must be a function"),
     (lambda s: s.replace('REMAP_HOOK = "swizzle"', 'REMAP_HOOK = "remap"'), "no top-level function remap"),
     (lambda s: s.replace("    @triton.jit\n    def swizzle", "    def swizzle"), "must be decorated with @triton.jit"),
     (lambda s: s.replace("pid = swizzle(tl.program_id(0), tl.num_programs(0), NUM_XCDS)", "pass"), "never called"),
