@@ -574,3 +574,18 @@ def main() -> None:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         sys.exit(130)
+
+
+# --- adopt -----------------------------------------------------------------------------------
+
+@app.command("adopt")
+def adopt_command(module: Path = typer.Argument(..., metavar="MODULE", help="a stock Triton module (never edited)"),
+                  output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                        help="the kernel file to write (default kernels/<name>.py)"),
+                  force: bool = typer.Option(False, "--force", help="replace an existing output file")) -> None:
+    """Write a kernel file that follows the contract from a stock Triton module.
+
+    Exit status: 0 the file is complete; 1 it was written with TODOs (each named); 2 nothing written.
+    """
+    from swizzleperf.adopt.command import run_adopt
+    raise typer.Exit(run_adopt(module, output, force, console))

@@ -131,10 +131,12 @@ def adopt(path: Path, out: Path) -> Adopted:
     ast.parse(result)  # a bug here must not leave an unparseable file behind
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(result)
-    moved = [ast.unparse(s).splitlines()[0][:60] for s in moves.statements]
+    moved = [ast.unparse(s).splitlines()[0] for s in moves.statements]
     notes = decl.notes + [f"{found.name} adopted; also @triton.jit kernels reading program ids: "
                           f"{', '.join(found.other_kernels)} (left as they are)"] * bool(found.other_kernels)
     if pinned is not None and pinned.dropped:
         notes.append(f"dropped with @triton.autotune: {', '.join(pinned.dropped)}")
-    return Adopted(path=out, kernel=found.name, hook=hook.how, pinned=pinned.why if pinned else None,
+    config = pin.config_text(pinned).splitlines()[-1] if pinned is not None and pinned.values is not None else ""
+    return Adopted(path=out, kernel=found.name, hook=hook.how,
+                   pinned=f"{config}: {pinned.why}" if config else None,
                    moved=moved, todos=decl.todos, notes=notes)
