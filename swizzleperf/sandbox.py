@@ -69,6 +69,10 @@ def run_in_child(target: str, payload: dict, timeout: float, env: dict[str, str]
                 os.killpg(proc.pid, signal.SIGKILL)  # the whole group: the child may have spawned more
                 proc.communicate()
                 raise SandboxError(f"{what} ran past its time limit of {timeout:g} s and was killed") from None
+            except BaseException:  # a second Ctrl-C (the child has its own session: it never saw the first)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
         stderr_tail = _tail(workdir / _STDERR_FILE)
         result_path = workdir / _RESULT_FILE
         if proc.returncode != 0 or not result_path.exists():

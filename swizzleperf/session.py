@@ -7,10 +7,12 @@ rewritten.
 
 from __future__ import annotations
 
+import shlex
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, TaskID
@@ -164,34 +166,71 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
     rec = run.record
     evaluator = CandidateEvaluator(kernel, rec.hardware, profiler, rec.size)
     history = run.load_history()
-
-    stop = {"now": False}
-    previous = signal.getsignal(signal.SIGINT)
-
-    def on_sigint(signum, frame):  # finish the attempt in flight, then stop cleanly
-        if stop["now"]:
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        stop["now"] = True
-        console.print("[yellow]stopping after the current attempt (Ctrl-C again to abort)[/]")
-
-    signal.signal(signal.SIGINT, on_sigint)
-    try:
-        with progress:
-            run_loop(run, kernel, proposer, evaluator, history, ConsoleObserver(console, progress),
-                     should_stop=lambda: stop["now"])
-    except BaseException as exc:
-        rec.status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        rec.status_detail = f"{type(exc).__name__}: {exc}"
-        run.save()
-        raise
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    finish(run, kernel, history, profiler)
-    _summarise(console, run, history)
+    with _CtrlC(console) as ctrl_c:
+        try:
+            _loop(run, kernel, proposer, evaluator, history, ConsoleObserver(console, progress), progress, ctrl_c)
+            finish(run, kernel, history, profiler)
+            _summarise(console, run, history)
+        except KeyboardInterrupt:  # the second Ctrl-C: what is on disk is every finished attempt
+            rec.status, rec.status_detail = "interrupted", "stopped at once by a second Ctrl-C"
+            run.save()
+            console.print(f"[yellow]interrupted[/]: {len(run.load_history())} finished attempts are kept in "
+                          f"{run.path}; continue with: {resume_command(run)}", highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
+    if ctrl_c.pressed:
+        console.print(f"stopped by Ctrl-C; continue with: {resume_command(run)}", highlight=False, soft_wrap=True)
+        if request.write:
+            console.print("--write: not applied to a stopped run (best/ holds its best remap so far)")
+        raise typer.Exit(130)
     if request.write:
         _write_kernel(console, run, kernel)
     return run
+
+
+def resume_command(run: RunDir) -> str:
+    """The exact command that continues `run`, for a shell in this directory."""
+    return f"swizzleperf optimize --resume {shlex.quote(str(run.path))}"
+
+
+class _CtrlC:
+    """Ctrl-C once: the attempt in flight finishes, the loop stops and the run is summarised; twice:
+    KeyboardInterrupt at once (every finished attempt is already on disk)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.pressed = 0
+
+    def __enter__(self) -> "_CtrlC":
+        self.previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        signal.signal(signal.SIGINT, self.previous)
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.pressed += 1
+        if self.pressed > 1:
+            raise KeyboardInterrupt
+        self.console.print("[yellow]stopping after the current attempt (Ctrl-C again to stop at once)[/]")
+
+
+def _loop(run: RunDir, kernel, proposer: Proposer, evaluator: CandidateEvaluator, history: History,
+          observer: Observer, progress: Progress, ctrl_c: _CtrlC) -> None:
+    """The loop, recording in run.json how it ended: stopped by Ctrl-C, or failed."""
+    rec = run.record
+    try:
+        with progress:
+            run_loop(run, kernel, proposer, evaluator, history, observer, should_stop=lambda: bool(ctrl_c.pressed))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        rec.status, rec.status_detail = "failed", f"{type(exc).__name__}: {exc}"
+        run.save()
+        raise
+    if ctrl_c.pressed:
+        rec.status = "interrupted"  # the detail says "stopped by the user"
+        run.save()
 
 
 def _summarise(console: Console, run: RunDir, history: History) -> None:
