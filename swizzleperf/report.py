@@ -96,9 +96,10 @@ class BottleneckReport(_ReadsItsOwnJSON):
     size: str
 
     metric: Literal["read", "all"] = Field(
-        "read", description="what hit_pct, accesses, hits and the ceiling count: L2 read lookups from the CUs, "
-                            "or all lookups where the counters cannot tell reads from writes")
-    hit_pct: float = Field(description="L2 hit rate of `metric` lookups, in percent")
+        "read", description="what hit_pct, accesses, hits and the ceiling count: L2 read requests from the CUs "
+                            "(hits: those that did not miss in the L2), or all lookups where the counters cannot "
+                            "tell reads from writes")
+    hit_pct: float = Field(description="L2 hit rate of `metric` requests, in percent")
     ceiling_pct: float | None = Field(
         None, description="the best any remap can reach for `metric`: every compulsory fetch once, in percent")
     achievable_pct: float | None = Field(

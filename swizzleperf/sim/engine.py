@@ -316,8 +316,10 @@ def model_notes(hw: HardwareSpec) -> list[str]:
            f"looks up its near one ({'measured SM layout' if hw.cu_partition else 'SMs split in equal blocks'}); "
            f"what it lacks comes from the line's home partition (a hash of the address) or DRAM, and the near side "
            f"keeps a copy; a far hit is a read miss on the SM side"] if hw.l2_partitions > 1 else []),
-        "hit rate = L2 read hits / read lookups from the CUs; writes allocate without a fetch (always a hit) "
-        "and count only in the overall rate",
+        "read hit rate = 1 - L2 read misses / read requests from the CUs (their L1 misses): fills are instant, so "
+        "a request for a sector already on its way counts as served, as on the GPU, where such requests join the "
+        "fetch (NVIDIA: merged by the L2 request coalescer before the tag lookup); writes allocate without a fetch "
+        "(always a hit) and count only in the overall rate",
         "ceiling = 1 - read-only sectors / read sectors: each fetched once, no L1 filtering",
     ]
 
