@@ -22,6 +22,8 @@ def run_adopt(module: Path, output: Path | None, force: bool, console: Console) 
     if not module.is_file():
         raise AdoptError(f"{module} does not exist (give the path of a Triton module)")
     out = output or default_output(module)
+    if out.resolve() == module.resolve():
+        raise AdoptError(f"-o {out} is the stock module itself; adopt never edits the original: pick another path")
     if out.exists() and not force:
         raise AdoptError(f"{out} already exists; pass --force to replace it, or -o to write elsewhere")
     done = adopt(module, out)

@@ -18,7 +18,7 @@ from swizzleperf.adopt.translate import Context, Unresolved
 from swizzleperf.adopt.usage import Usage
 from swizzleperf.adopt.wrapper import Outputs
 
-UNLINKED_TINY = 100  # a dimension no block size divides: rows of a softmax, one program each
+UNLINKED_TINY = 40  # a dimension no block size divides (rows of a softmax, one program each): 40 programs
 
 
 @dataclass

@@ -9,6 +9,7 @@ chosen config becomes a module-level dict that the wrapper's launch passes on.
 from __future__ import annotations
 
 import ast
+import textwrap
 from dataclasses import dataclass, field
 
 from swizzleperf.adopt.scan import Scan
@@ -106,5 +107,5 @@ def pin(scan: Scan) -> Pin | None:
 def config_text(pinned: Pin) -> str:
     """The module-level dict of the pinned config, with a comment that says why."""
     values = ", ".join(f"{k!r}: {v!r}".replace("'", '"') for k, v in (pinned.values or {}).items())
-    return (f"# Pinned by `swizzleperf adopt` in place of @triton.autotune: {pinned.why}.\n"
-            f"{pinned.config_name} = {{{values}}}\n")
+    why = textwrap.wrap(f"Pinned by `swizzleperf adopt` in place of @triton.autotune: {pinned.why}.", 98)
+    return "".join(f"# {line}\n" for line in why) + f"{pinned.config_name} = {{{values}}}\n"
