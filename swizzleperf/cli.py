@@ -109,12 +109,16 @@ KernelArg = typer.Argument(..., metavar="KERNEL", help="a kernel file, or a name
 def check(kernel_path: str = KernelArg,
           remap: Optional[Path] = typer.Option(None, "--remap", help="file with a remap to check instead of the kernel's own"),
           hw_name: Optional[str] = HardwareOpt,
-          seeds: int = typer.Option(2, "--seeds", help="random inputs per size for the correctness check")) -> None:
+          seeds: int = typer.Option(2, "--seeds", help="random inputs per size for the correctness check"),
+          size: Optional[str] = typer.Option(None, "--size", help="check correctness at this size only (default: "
+                                                                  "CHECK_SIZES on the CPU, every size on a GPU)"),
+          seed: Optional[int] = typer.Option(None, "--seed", help="check correctness with this seed only "
+                                                                  "(default: seeds 0 .. --seeds - 1)")) -> None:
     """Check a kernel against the contract and a remap (static, bijectivity, correctness).
 
     Exit status: 0 the remap passed every check; 1 it was rejected (the line says at which stage and
-    why); 2 it could not be checked (the kernel breaks the contract, a file cannot be read, or the
-    checker itself failed).
+    why); 2 it could not be checked (the kernel breaks the contract or its own code fails, a file
+    cannot be read, or the checker itself failed).
     """
     from swizzleperf.evaluate import CandidateEvaluator
     from swizzleperf.proposers.base import Proposal
@@ -130,16 +134,23 @@ def check(kernel_path: str = KernelArg,
         console.print(f"[red]✗[/] {exc.stage}: {escape(exc.reason)}")
         console.print(f"[red]REJECTED[/] at {exc.stage}")
         raise typer.Exit(1) from None
-    evaluator = CandidateEvaluator(kernel, spec, profiler=None, size=kernel.default_size,
-                                   correctness_seeds=tuple(range(seeds)))
+    if size is not None:
+        kernel.size(size)  # an unknown size is an error naming the declared ones
+    evaluator = CandidateEvaluator(kernel, spec, profiler=None, size=size or kernel.default_size,
+                                   correctness_seeds=(seed,) if seed is not None else tuple(range(seeds)),
+                                   correctness_sizes=[size] if size else None)
     proposal = Proposal(source=source, family=remap.name if remap else "original hook", origin="baseline")
     with console.status("checking") as status:
         attempt = evaluator.evaluate(proposal, 0, lambda stage: status.update(f"checking: {stage}"))
     for stage in attempt.stages:
         mark = "[green]✓[/]" if stage.ok else "[red]✗[/]"
-        console.print(f"{mark} {stage.stage}: {escape(stage.detail)} [dim]({stage.seconds:.1f} s)[/]")
+        console.print(f"{mark} {stage.stage}: {escape(stage.detail)} [dim]({stage.seconds:.1f} s)[/]", soft_wrap=True)
     if attempt.failure is not None and attempt.failure.checker_failed:
         console.print(f"[red]COULD NOT CHECK[/] at {attempt.failure.stage}: the check itself failed, not the remap")
+        raise typer.Exit(2)
+    if attempt.failure is not None and remap is None:
+        console.print(f"[red]BROKEN KERNEL[/] at {attempt.failure.stage}: the kernel fails with its own remap; fix "
+                      f"the kernel file")
         raise typer.Exit(2)
     if attempt.failure is not None:
         console.print(f"[red]REJECTED[/] at {attempt.failure.stage}")

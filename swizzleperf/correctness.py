@@ -16,17 +16,18 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from swizzleperf import source_text, user_errors
 from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
 from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.isolation import Confinement
 from swizzleperf.sandbox import default_confinement, run_in_child
+from swizzleperf.user_errors import FileMap
 
 _CHILD_TARGET = "swizzleperf.correctness:check_cases_child"
 REFERENCE = "the reference"
@@ -166,7 +167,7 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
     with tempfile.TemporaryDirectory(prefix="swizzleperf-correctness-") as tmp:
         spliced = Path(tmp) / kernel.path.name
         spliced.write_text(kernel.with_hook(remap_source))
-        payload = {"kernel_path": str(spliced), **settings}
+        payload = {"kernel_path": str(spliced), **settings, "files": _file_map(kernel, remap_source).to_json()}
         if not kernel.has_reference:  # the kernel as it is, to compare with
             original = Path(tmp) / "original" / kernel.path.name
             original.parent.mkdir()
@@ -191,7 +192,18 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
                                 f"a kernel file must be self-contained")
         return failed(f"the kernel with this remap does not load: {setup_error}")
     cases = [CaseResult.model_validate(c) for c in child.value["cases"]]
+    if remap_source.strip() == kernel.hook_source.strip():  # the kernel's own code failed: say how to see it again
+        for case in cases:
+            if case.error is not None:
+                case.error += f"; reproduce with: {user_errors.check_command(kernel.path, case.size, case.seed)}"
     return CorrectnessReport.from_cases(kernel, cases, **settings, seconds=time.perf_counter() - t0)
+
+
+def _file_map(kernel: KernelFile, remap_source: str) -> FileMap:
+    """The lines of the kernel file with `remap_source` as its hook, as lines of the user's file."""
+    shift = len(source_text.lines(kernel.with_hook(remap_source))) - len(source_text.lines(kernel.source))
+    return FileMap(user_errors.shown_path(kernel.path), hook_start=kernel.hook_lines[0],
+                   hook_end_run=kernel.hook_lines[1] + shift, shift=shift)
 
 
 def _confinement(device: str, timeout: float) -> Confinement:
@@ -215,19 +227,22 @@ def check_cases_child(payload: dict, workdir: Path) -> dict:
         original = load_kernel(payload["reference_path"]) if payload.get("reference_path") else None
     except SwizzlePerfError as exc:
         return {"setup_error": str(exc).split("\n\nExpected shape:")[0], "cases": []}
-    cases = run_cases(kernel, payload["sizes"], payload["seeds"], payload["num_xcds"], payload["device"], original)
+    cases = run_cases(kernel, payload["sizes"], payload["seeds"], payload["num_xcds"], payload["device"], original,
+                      FileMap(**payload["files"]))
     return {"cases": [c.model_dump(mode="json") for c in cases]}
 
 
 def run_cases(kernel: KernelFile, sizes: list[str], seeds: list[int], num_xcds: int, device: str,
-              original: KernelFile | None = None) -> list[CaseResult]:
+              original: KernelFile | None = None, files: FileMap | None = None) -> list[CaseResult]:
     """Every (size, seed) case, in this process: only for a kernel already loaded as the child does.
-    `original`: the kernel with its own hook, the reference of a kernel file without reference()."""
-    return [run_case(kernel, size, seed, num_xcds, device, original) for size in sizes for seed in seeds]
+    `original`: the kernel with its own hook, the reference of a kernel file without reference();
+    `files`: how the lines of `kernel`'s file map to the user's (errors name the user's lines)."""
+    files = files or FileMap(user_errors.shown_path(kernel.path))
+    return [run_case(kernel, size, seed, num_xcds, device, original, files) for size in sizes for seed in seeds]
 
 
 def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, device: str,
-             original: KernelFile | None = None) -> CaseResult:
+             original: KernelFile | None, files: FileMap) -> CaseResult:
     """One launch on fresh inputs and NaN-filled outputs, checked against the reference."""
     t0 = time.perf_counter()
     size = kernel.size(size_name)
@@ -253,7 +268,11 @@ def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, devic
         checks = [compare(name, outputs[name], expected[name], **kernel.tolerance, against=against)
                   for name in outputs]
     except Exception as exc:  # the candidate's failure, reported as this case's result
-        error = f"{step} raised {_exception_text(exc)}{_where_in_file(exc, kernel.path)}"
+        if step.startswith("the original kernel") and original is not None:  # its own file: the user's lines
+            error = user_errors.describe(step, exc, original.path, FileMap(files.shown))
+        else:
+            error = user_errors.describe(step, exc, kernel.path, files)
+        error += user_errors.size_hint(exc, kernel.path, size_name, size)
         return CaseResult(size=size_name, seed=seed, error=error, seconds=time.perf_counter() - t0)
     return CaseResult(size=size_name, seed=seed, outputs=checks, modified_inputs=modified,
                       seconds=time.perf_counter() - t0)
@@ -308,20 +327,3 @@ def compare(name: str, out, ref, atol: float, rtol: float, against: str = REFERE
     return OutputCheck(name=name, numel=out.numel(), mismatches=int(bad.sum()),
                        nans=int((torch.isnan(o) & ~torch.isnan(r)).sum()),
                        max_abs_error=float(diffs.max()) if diffs.numel() else None, first_mismatch=first, against=against)
-
-
-def _exception_text(exc: BaseException) -> str:
-    """Type and last message line of the root cause (the interpreter wraps the kernel's own error twice)."""
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
-
-
-def _where_in_file(exc: BaseException, path: Path) -> str:
-    """The innermost line of the kernel file in the traceback (most likely in the remap hook)."""
-    frames = []
-    while exc is not None:
-        frames += [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
-        exc = exc.__cause__
-    return f" at line {frames[-1].lineno}: {frames[-1].line}" if frames else ""

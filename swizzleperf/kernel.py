@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from swizzleperf import source_text
+from swizzleperf import source_text, user_errors
 from swizzleperf.errors import ContractError
 
 CONTRACT = '''\
@@ -123,10 +123,17 @@ class KernelFile:
 
     def grid(self, size_name: str | None = None) -> tuple[int, ...]:
         """The hook's grid extents at a size, checked against the hook's arity."""
-        extents = tuple(int(v) for v in self.fn("grid")(self.size(size_name)))
-        if len(extents) != self.hook.ndim or min(extents, default=0) < 1:
+        name = size_name or self.default_size
+        size = self.size(name)
+        returned = user_errors.call(f"grid(SIZES[{name!r}])", self.fn("grid"), size, path=self.path, size_name=name,
+                                    size=size, reproduce=user_errors.check_command(self.path, name))
+        try:
+            extents = tuple(int(v) for v in returned)
+        except (TypeError, ValueError):
+            extents = None
+        if extents is None or len(extents) != self.hook.ndim or min(extents, default=0) < 1:
             raise ContractError(
-                f"{self.path.name}: grid({size_name or self.default_size}) returned {extents}, but the hook "
+                f"{self.path.name}: grid({name}) returned {returned if extents is None else extents!r}, but the hook "
                 f"{self.hook.render()} needs {self.hook.ndim} positive extent(s) ({', '.join(self.hook.grid_params)})")
         return extents
 
@@ -187,7 +194,7 @@ def import_module_from(path: Path, module_name: str | None = None) -> ModuleType
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(module_name, None)
-        raise ContractError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+        raise user_errors.import_error(path, exc) from exc
     return module
 
 

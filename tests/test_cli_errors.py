@@ -133,3 +133,101 @@ def test_the_default_profiler_is_auto_and_says_which_and_why(cli, monkeypatch, r
     assert code == 0
     assert lines[0] == line
     assert not any("requested" in text for text in lines)
+
+
+# --- failures in the user's own kernel code (issue 14) -----------------------------------------------
+
+NO_REFERENCE = ROOT / "tests" / "data" / "no_reference.py"
+
+
+def broken(tmp_path: Path, old: str, new: str, name: str = "mine.py") -> Path:
+    """tests/data/no_reference.py with one edit, as tmp_path/NAME (the working directory)."""
+    text = NO_REFERENCE.read_text()
+    assert old in text
+    path = tmp_path / name
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.fixture()
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_size_missing_a_key_grid_reads_is_one_line(cli, in_tmp):
+    path = broken(in_tmp, 'return (size["blocks"],)', 'return (size["blocks"] * size["N"],)')
+    code, lines = cli("check", "mine.py")
+    assert code == 2
+    number = line_of(path, 'size["N"]')
+    assert lines == [f"error: grid(SIZES['tiny']) raised KeyError: 'N' at mine.py:{number} "
+                     f"(`return (size[\"blocks\"] * size[\"N\"],)`); SIZES['tiny'] has no 'N' (it has blocks): add it "
+                     f"to that entry; reproduce with: swizzleperf check mine.py --size tiny"]
+
+
+def test_a_module_level_driver_call_says_why_and_what_to_change(cli, in_tmp):
+    path = broken(in_tmp, "MIX_LAUNCH_ID = False",
+                  "MIX_LAUNCH_ID = False\nDEVICE = triton.runtime.driver.active.get_active_torch_device()")
+    code, lines = cli("optimize", "mine.py", "--runs-dir", "runs")
+    assert code == 2
+    assert lines == [
+        f"error: importing mine.py raised RuntimeError: 0 active drivers ([]). There should only be one. at "
+        f"mine.py:{line_of(path, 'DEVICE =')} (`DEVICE = triton.runtime.driver.active.get_active_torch_device()`); "
+        f"hint: the CPU interpreter has no GPU driver, so module-level `triton.runtime.driver.active...` calls (e.g. "
+        f"`DEVICE = triton.runtime.driver.active.get_active_torch_device()`) fail on import: move them, and any test "
+        f"code, under `if __name__ == \"__main__\":` and use the `device` argument of make_inputs/make_outputs; "
+        f"reproduce with: TRITON_INTERPRET=1 python mine.py"]
+    assert not (in_tmp / "runs").exists()
+
+
+def correctness_line(lines: list[str]) -> str:
+    (failed,) = [line for line in lines if line.startswith("✗")]
+    assert failed.startswith("✗ correctness: size tiny seed 0: ")
+    return failed.removeprefix("✗ correctness: size tiny seed 0: ").rsplit(" (", 1)[0]  # without the seconds
+
+
+@pytest.mark.parametrize("function, old, new, raised", [
+    ("make_inputs", 'torch.randn(size["blocks"] * BLOCK,', 'torch.randn(size["blocks"] * size["width"],',
+     "KeyError: 'width'"),
+    ("make_outputs", 'return {"y": torch.empty(', 'return {"y": 1 / 0 + torch.empty(', "ZeroDivisionError: division by zero"),
+])
+def test_a_failing_setup_function_is_one_line_with_a_command_to_reproduce(cli, in_tmp, function, old, new, raised):
+    path = broken(in_tmp, old, new)
+    code, lines = cli("check", "mine.py", "--seeds", "1", "--hardware", "mi300x")
+    assert code == 2 and lines[-1] == "BROKEN KERNEL at correctness: the kernel fails with its own remap; fix the kernel file"
+    number = line_of(path, new)
+    text = path.read_text().splitlines()[number - 1].strip()
+    extra = "; SIZES['tiny'] has no 'width' (it has blocks): add it to that entry" if "width" in raised else ""
+    assert correctness_line(lines) == (f"{function} raised {raised} at mine.py:{number} (`{text}`){extra}; "
+                                       f"reproduce with: swizzleperf check mine.py --size tiny --seed 0")
+
+
+def test_an_interpreter_quirk_in_launch_gets_the_fix(cli, in_tmp):
+    path = broken(in_tmp, "    where = launch if MIX else pid\n",
+                  "    where = launch if MIX else pid\n    ok = (offs < BLOCK) & (pid >= 0)\n")
+    path.write_text(path.read_text().replace("tl.store(y_ptr + where * BLOCK + offs, 3 * x + 1)",
+                                             "tl.store(y_ptr + where * BLOCK + offs, 3 * x + 1, mask=ok)"))
+    code, lines = cli("check", "mine.py", "--seed", "0", "--size", "tiny", "--hardware", "mi300x")
+    assert code == 2
+    number = line_of(path, "mask=ok")
+    assert correctness_line(lines) == (
+        f"launch raised ValueError: mask has unsupported dtype at mine.py:{number} "
+        f"(`tl.store(y_ptr + where * BLOCK + offs, 3 * x + 1, mask=ok)`); hint: the CPU interpreter rejects a mask "
+        f"built as `block_mask & scalar_condition` (a GPU compiles it): broadcast the scalar, e.g. "
+        f"`(offs < n) & ((flag + tl.zeros_like(offs)) > 0)`, or use `tl.where(flag, offs < n, False)`; reproduce "
+        f"with: swizzleperf check mine.py --size tiny --seed 0")
+
+
+def test_a_failing_reference_is_one_line_and_optimize_says_fix_the_kernel(cli, in_tmp):
+    path = broken(in_tmp, "BLOCK = 16\n", "BLOCK = 16\nTOLERANCE = {'atol': 0.0, 'rtol': 0.0}\n\n\n"
+                                          "def reference(inputs, size):\n    return {'y': inputs['z']}\n")
+    code, lines = cli("optimize", "mine.py", "--hardware", "mi300x", "--runs-dir", "runs", "-n", "1")
+    assert code == 2
+    number = line_of(path, "inputs['z']")
+    assert lines[-1] == (f"error: the kernel's own remap failed correctness: size tiny seed 0: reference raised "
+                         f"KeyError: 'z' at mine.py:{number} (`return {{'y': inputs['z']}}`); reproduce with: "
+                         f"swizzleperf check mine.py --size tiny --seed 0 -- fix the kernel before optimizing it")
