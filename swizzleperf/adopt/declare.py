@@ -95,8 +95,8 @@ def sizes_block(decl: Declaration, ctx: Context, pinned: Pin | None, usage: Usag
                f"no call of {ctx.launch.wrapper.name}() with tensors built by torch.randn/rand gives "
                f"{', '.join(missing)}")
         example = ", ".join(f'"{k}": ...' for k in keys) or '"n": ...'
-        decl.todo("SIZES", why, f'SIZES = {{"tiny": {{{example}}}, "tested": {{{example}}}}}  '
-                                f'# tiny: cheap on the CPU interpreter')
+        decl.todo("SIZES", why, f'SIZES = {{\n    "tiny": {{{example}}},  # cheap on the CPU interpreter\n'
+                                f'    "tested": {{{example}}},  # the sizes you care about\n}}')
     else:
         tiny = {}
         for k in keys:
