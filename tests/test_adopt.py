@@ -46,8 +46,8 @@ def _check_and_optimize(kernel: Path, tmp_path: Path) -> None:
     assert checked.exit_code == 0, checked.output + repr(checked.exception)
     assert "OK" in checked.output and "correctness: matches the reference" in checked.output
     runs = tmp_path / "runs"
-    optimized = runner.invoke(app, ["optimize", str(kernel), "-n", "4", "--size", "tiny", "--hardware", "mi300x", "--profiler", "sim",
-                                    "--no-library", "--runs-dir", str(runs)])
+    optimized = runner.invoke(app, ["optimize", str(kernel), "-n", "4", "--size", "tiny", "--hardware", "mi300x",
+                                    "--profiler", "sim", "--no-library", "--runs-dir", str(runs)])
     assert optimized.exit_code == 0, optimized.output + repr(optimized.exception)
     [run] = list(runs.iterdir())
     record = json.loads((run / "run.json").read_text())
