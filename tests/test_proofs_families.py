@@ -1,11 +1,11 @@
 """A deterministic sample of the remaps the offline search proposes, and every suite kernel's
 identity hook, through the bijectivity prover (swizzleperf.proofs) on the whole int32 range.
 
-The full family proof (every instance, with times) is benchmarks/bench_proofs.py; here, one
-instance per family (its default, on the 8-die preset, so every die count 1..16 is proven),
-within the CI time budget. The families whose proofs do not yet fit in a few seconds
+The full family proof (every instance, every die count, with times) is
+benchmarks/bench_proofs.py; here, within the CI time budget, one instance per family (its
+default on the 8-die preset) with NUM_XCDS=8, and XCD-contiguous with every die count 1..16. The families whose proofs do not yet fit in a few seconds
 (UNDECIDED_IN_CI; see the benchmark) must still never be refuted: their verdict is proven or
-a timeout, never a counterexample.
+a timeout, never a counterexample (budgets are counted work: the same verdicts on a loaded machine).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ HOOKS = {
 }
 UNDECIDED_IN_CI = {"xcd_grouped", "xcd_chunked_grouped", "swizzled_head_first", "swizzled_block_first"}
 TIME_LIMIT_S = 15.0
-UNDECIDED_LIMIT_S = 1.0
+UNDECIDED_LIMIT_S = 0.3
 
 
 def _defaults():
@@ -42,13 +42,14 @@ def _defaults():
 @pytest.mark.parametrize("hook,family,source", list(_defaults()))
 def test_each_familys_default_instance_is_proven_or_at_least_never_refuted(hook, family, source):
     undecided = family in UNDECIDED_IN_CI
-    verdict = prove_bijective(source, hook, time_limit_s=UNDECIDED_LIMIT_S if undecided else TIME_LIMIT_S,
-                              in_child=False)
+    dies = (1, 2, 4, 8, 16) if family == "xcd_contiguous" else (8,)
+    verdict = prove_bijective(source, hook, die_counts=dies, in_child=False,
+                              time_limit_s=UNDECIDED_LIMIT_S if undecided else TIME_LIMIT_S)
     if undecided:
         assert verdict.status in ("proven", "unknown") and verdict.unknown_kind in (None, "timeout"), verdict.message
         return
     assert verdict.status == "proven", verdict.message
-    assert verdict.proven_die_counts == [1, 2, 4, 8, 16] and verdict.max_programs == 2 ** 31 - 1
+    assert verdict.proven_die_counts == list(dies) and verdict.max_programs == 2 ** 31 - 1
 
 
 def _kernel_hooks():

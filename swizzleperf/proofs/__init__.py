@@ -50,9 +50,11 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
     """Prove the hook bijective on every grid of up to max_programs programs, for each die count.
 
     Never raises for a bad hook: whatever cannot be proven or refuted is an "unknown" verdict
-    with the reason. time_limit_s bounds the solver time of the whole proof (all die counts);
-    in a child process (confined like the bijectivity check's: no network, limited memory and
-    CPU), the child is killed CHILD_STARTUP_S seconds after that.
+    with the reason. time_limit_s sets the work budget of the whole proof (all die counts), in
+    z3 resource units worth that many seconds on an unloaded core, so the verdict does not depend
+    on load; the wall clock is a backstop (prove.backstop_s). In a child process (confined like
+    the bijectivity check's: no network, limited memory and CPU), the child is killed
+    CHILD_STARTUP_S seconds after the backstop.
     """
     started = time.perf_counter()
     try:
@@ -64,15 +66,18 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
     from swizzleperf.isolation import Confinement
     from swizzleperf.sandbox import run_in_child
 
+    from swizzleperf.proofs.prove import backstop_s
+
+    wall_s = backstop_s(time_limit_s) + CHILD_STARTUP_S
     # Two solver threads (swizzleperf.proofs.portfolio): CPU time may run at twice the wall time.
-    confinement = Confinement(memory_mb=CHILD_MEMORY_MB, cpu_s=2 * (time_limit_s + CHILD_STARTUP_S) + 10,
+    confinement = Confinement(memory_mb=CHILD_MEMORY_MB, cpu_s=2 * wall_s + 10,
                               file_mb=16, network=False, threads=1)
     payload = {"source": hook_source, "hook": {"name": signature.name, "pid": signature.pid,
                                                "grid_params": list(signature.grid_params),
                                                "constexprs": list(signature.constexprs)},
                "die_counts": dies, "time_limit_s": time_limit_s, "max_programs": max_programs}
     try:
-        result = run_in_child("swizzleperf.proofs.child:prove_child", payload, time_limit_s + CHILD_STARTUP_S,
+        result = run_in_child("swizzleperf.proofs.child:prove_child", payload, wall_s,
                               what="the bijectivity prover", confinement=confinement)
         return ProofVerdict.model_validate(result.value)
     except SandboxError as exc:

@@ -21,23 +21,23 @@ import z3
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.solve import Outcome, Prover
-from swizzleperf.proofs.solver import Cancel
+from swizzleperf.proofs.solver import Budget, Cancel
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.values import ProofError
 
 ENCODINGS = ("int", "bv")
 MIN_SHRUNK_PROGRAMS = 2 ** 16  # below this, a domain proof is no longer worth reporting
-LATE_S = 1.0  # how long a thread may overrun the deadline (or the race's end) before it is abandoned
+LATE_S = 1.0  # how long a thread may overrun the backstop (or the race's end) before it is abandoned
 
 
 def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-             max_programs: int, deadline: float, cache: tuple[z3.Context, dict], cancel: Cancel) -> Outcome:
+             max_programs: int, budget: Budget, cache: tuple[z3.Context, dict], cancel: Cancel) -> Outcome:
     """One encoding's answer; the integer one shrinks the domain past each overflow."""
     ctx, proven = cache
     limit, overflow = max_programs, None
     while True:
         domain = Domain.make(kind, hook, limit, ctx)
-        outcome = Prover(fn, hook, source, constexprs, domain, deadline, proven, cancel).prove()
+        outcome = Prover(fn, hook, source, constexprs, domain, budget, proven, cancel).prove()
         if outcome.unknown_kind != "overflow" or outcome.overflow_total is None:
             break
         overflow = overflow or outcome
@@ -77,8 +77,9 @@ def _guarded(kind: str, args: tuple, results: dict, cancels: dict, done: threadi
 
 
 def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-                    max_programs: int, deadline: float, caches: dict[str, tuple]) -> Outcome:
-    """Both encodings in parallel until one decides or the deadline passes. `caches` keeps, per
+                    max_programs: int, work: int, deadline: float, caches: dict[str, tuple]) -> Outcome:
+    """Both encodings in parallel, each with `work` z3 resource units, until one decides (or
+    the wall-clock backstop `deadline` passes). `caches` keeps, per
     encoding, its z3 context and the queries proven unsatisfiable, from one die count to the next
     (a raster that ignores the die count is proven once)."""
     try:
@@ -90,7 +91,8 @@ def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, const
     done = threading.Event()
     threads = []
     for kind in encodings:
-        args = (fn, hook, source, constexprs, max_programs, deadline, caches.setdefault(kind, (z3.Context(), {})))
+        args = (fn, hook, source, constexprs, max_programs, Budget(work, deadline),
+                caches.setdefault(kind, (z3.Context(), {})))
         threads.append(threading.Thread(target=_guarded, args=(kind, args, results, cancels, done), daemon=True))
     for thread in threads:
         thread.start()
@@ -113,4 +115,4 @@ def _combine(results: dict[str, Outcome]) -> Outcome:
     for kind in ENCODINGS:  # the integer encoding's overflow report says the most
         if kind in results:
             return results[kind]
-    return Outcome(unknown_kind="timeout", reason="z3 did not answer within the time limit")
+    return Outcome(unknown_kind="timeout", reason="z3 did not answer before the wall-clock backstop")

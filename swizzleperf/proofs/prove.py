@@ -8,8 +8,16 @@ import time
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.portfolio import prove_die_count
 from swizzleperf.proofs.solve import Outcome
+from swizzleperf.proofs.solver import WORK_PER_S
 from swizzleperf.proofs.verdict import ProofVerdict
 from swizzleperf.remap import hook_body
+
+
+BACKSTOP_FACTOR = 4.0  # the wall-clock backstop, in time limits: a loaded machine still finishes the work
+
+
+def backstop_s(time_limit_s: float) -> float:
+    return BACKSTOP_FACTOR * time_limit_s + 1.0
 
 
 def _mentions(fn: ast.FunctionDef, name: str) -> bool:
@@ -20,11 +28,13 @@ def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_cou
                   time_limit_s: float, max_programs: int) -> ProofVerdict:
     """Prove a hook that passed static_check. A hook that never reads its die count is proven once.
 
-    Each die count gets an equal share of the time still left. The first counterexample ends
-    the proof; an unknown die count does not, so a counterexample at a later one is still found.
+    The budget is counted work, time_limit_s * WORK_PER_S z3 resource units, so that the verdict
+    does not depend on the machine's load; each die count gets an equal share. The wall clock is
+    only a backstop, BACKSTOP_FACTOR times the limit. The first counterexample ends the proof; an
+    unknown die count does not, so a counterexample at a later one is still found.
     """
     started = time.perf_counter()
-    deadline = time.monotonic() + time_limit_s
+    deadline = time.monotonic() + backstop_s(time_limit_s)
     verdict = dict(hook=hook.render(), die_counts=list(die_counts), time_limit_s=time_limit_s,
                    max_programs=max_programs)
     if len(hook.constexprs) != 1:
@@ -35,9 +45,10 @@ def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_cou
     proven: list[int] = []
     caches: dict[str, tuple] = {}
     unknown: Outcome | None = None
-    for k, die_count in enumerate(todo):
-        share = time.monotonic() + (deadline - time.monotonic()) / (len(todo) - k)
-        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, caches)
+    share = int(time_limit_s * WORK_PER_S) // len(todo)
+    for die_count in todo:
+        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, deadline,
+                                  caches)
         if outcome.counterexample is not None:
             return ProofVerdict(status="counterexample", counterexample=outcome.counterexample,
                                 proven_die_counts=proven, seconds=time.perf_counter() - started, **verdict)

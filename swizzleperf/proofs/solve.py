@@ -33,12 +33,13 @@ from swizzleperf.proofs.cuts import (Copy, Cut, determines, generalize_products,
 from swizzleperf.proofs.cuts import statement_index
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.facts import nested_division_facts
-from swizzleperf.proofs.solver import Cancel, solve
+from swizzleperf.proofs.solver import WORK_PER_S, Budget, Cancel, solve
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.verdict import Counterexample
 
 MAX_REFINEMENTS = 32  # divisions switched to the truncating encoding, at most one restart each
-FIRST_SLICE_S = 0.25  # a query's time in the first round; it doubles every round
+FIRST_SLICE = WORK_PER_S // 4  # a query's work in the first round (z3 resource units); it doubles every round
+MIN_WORK = 1000  # less than this left is no budget at all
 UNDECIDED = object()  # a query z3 could not decide in this round's slice
 
 
@@ -59,7 +60,7 @@ class Outcome:
 
 
 class Timeout(Exception):
-    """z3 could not decide `what` in the time left (or the attempt was cancelled)."""
+    """z3 could not decide `what` within the work left (or the attempt was cancelled)."""
 
     def __init__(self, what: str, why: str):
         super().__init__(what)
@@ -67,23 +68,23 @@ class Timeout(Exception):
 
 
 class Prover:
-    """Proves one hook for one die count in one encoding, before a deadline (time.monotonic).
+    """Proves one hook for one die count in one encoding, within a Budget of z3 work.
 
-    The proof runs in rounds. In each, every query gets the round's time slice (doubled each
-    round) and the cheap formulations come first: the whole formula, then through cuts. A round
-    that leaves a query undecided is repeated with twice the time; what was proven stays proven.
+    The proof runs in rounds. In each, every query gets the round's slice of work (doubled each
+    round) and the cheap formulations come first: through cuts, then the whole formula. A round
+    that leaves a query undecided is repeated with twice the work; what was proven stays proven.
     """
 
     def __init__(self, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-                 domain: Domain, deadline: float, proven: dict, cancel: Cancel):
+                 domain: Domain, budget: Budget, proven: dict, cancel: Cancel):
         self.fn, self.hook, self.constexprs, self.domain = fn, hook, constexprs, domain
         self.lines = source.splitlines()
-        self.deadline, self.proven, self.cancel = deadline, proven, cancel
+        self.budget, self.proven, self.cancel = budget, proven, cancel
         self.live = live_after(fn)
         self.lemmas: dict[tuple[int, ...], tuple[float, list]] = {}
         self.pids: list = []
         self.copies: dict[tuple[str, frozenset], Copy] = {}
-        self.slice = FIRST_SLICE_S
+        self.slice = FIRST_SLICE
         self.signed: frozenset = frozenset()  # divisions that need the truncating encoding (integers only)
         self.range_holds = False  # query (1) holds
         self.chained = False  # a cut of query (2) holds
@@ -106,20 +107,25 @@ class Prover:
 
     def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False):
         """Values of a model (by name), None if unsatisfiable, or UNDECIDED within `weight` times
-        this round's slice. Timeout once the deadline has passed or the proof was cancelled.
+        this round's slice. Timeout once the budget is spent or the proof was cancelled.
         `generalize`: the products of extents are replaced by free variables (integers only)."""
-        left = self.deadline - time.monotonic()
-        if self.cancel.stopped or left <= 0.005:
-            raise Timeout(self.undecided or what, "cancelled" if self.cancel.stopped else "no time left")
+        if self.cancel.stopped:
+            raise Timeout(self.undecided or what, "cancelled")
+        if self.budget.work < MIN_WORK:
+            raise Timeout(self.undecided or what, "its work budget is spent")
+        backstop = self.budget.deadline - time.monotonic()
+        if backstop <= 0:
+            raise Timeout(self.undecided or what, "the wall-clock backstop passed")
         formulas = [*self.domain.constraints, *formulas]
         if generalize:
             formulas = generalize_products(formulas, self.domain.extents, self.domain.max_programs)
-        if self.domain.kind == "int":
-            formulas += nested_division_facts(formulas)
+        hints = nested_division_facts(formulas) if self.domain.kind == "int" else []
         key = tuple(sorted(f.get_id() for f in formulas))
         if key in self.proven:
             return None
-        answer = solve(formulas, [*self.domain.extents, *self.pids], min(left, self.slice * weight), self.cancel)
+        answer = solve(formulas, [*self.domain.extents, *self.pids], min(self.budget.work, int(self.slice * weight)),
+                       self.cancel, hints, backstop)
+        self.budget.work -= answer.work
         if answer.status == "unsat":
             self.proven[key] = formulas  # held, so that no other formula can reuse these ids
             return None
@@ -144,7 +150,7 @@ class Prover:
                     return outcome
                 self.slice *= 2
         except Timeout as exc:
-            return Outcome(unknown_kind="timeout", reason=f"z3 could not decide {exc.what} within the time limit "
+            return Outcome(unknown_kind="timeout", reason=f"z3 could not decide {exc.what} within the work budget "
                                                           f"({exc.why})")
 
     # --- cuts ----------------------------------------------------------------------------------
@@ -186,6 +192,12 @@ class Prover:
                 seen.append(ids)
                 points.append(point)
         return points
+
+    def cut_order(self, copy: Copy) -> list[int]:
+        """Cut points for query (2): through one value first (an order, then a raster: each half
+        is a problem z3 solves fast), then from the results back."""
+        points = self.distinct_points(copy, len(copy.points) - 1)
+        return sorted(points, key=lambda p: (len(self.live_terms(copy, p)) > 1, -p))
 
     # --- query 1 -------------------------------------------------------------------------------
 
@@ -247,29 +259,36 @@ class Prover:
     # --- query 2 -------------------------------------------------------------------------------
 
     def injectivity(self) -> Outcome | None:
-        """Query (2): the whole formula, then through the chain of cuts; None if undecided."""
+        """Query (2): through the chain of cuts, then the whole formula; None if undecided."""
         a, b = self.translate("pid_a", self.signed), self.translate("pid_b", self.signed)
-        if not self.chained:  # once a cut holds, the rounds spend their time on the question it leaves
-            outcome = self.no_collision(a, b, a.outputs, b.outputs)
-            if outcome is not None:
-                return outcome
+        outcome = self.through_cuts(a, b)
+        if outcome is not None or self.chained:  # once a cut holds, the rounds spend their time on what it leaves
+            return outcome
+        return self.no_collision(a, b, a.outputs, b.outputs)
+
+    def through_cuts(self, a: Copy, b: Copy) -> Outcome | None:
+        """Cut by cut (cut_order), replace the results by the cut values that determine them, and
+        ask query (2) about those each time one does: an order then a raster is settled at `lid`."""
         targets_a, targets_b = a.outputs, b.outputs
         outputs = [t.get_id() for t in a.outputs]
-        for index in self.distinct_points(a, len(a.points) - 1):  # from the results back
-            if [t.get_id() for t in self.live_terms(a, index)] == outputs:
+        last = len(a.points)
+        for index in self.cut_order(a):
+            if index >= last or [t.get_id() for t in self.live_terms(a, index)] == outputs:
                 continue
             cut_a = self.cut(a, index, "cut_a")
             cut_b = mirror(cut_a, self.live_terms(b, index), "cut_b")
-            if cut_b is not None and determines(self.check, targets_a, targets_b, cut_a, cut_b):
-                targets_a, targets_b = [t for t, _ in cut_a.pairs], [t for t, _ in cut_b.pairs]
-        if targets_a is a.outputs:
-            return None
-        self.chained = True
-        if self.domain.kind == "int" and len(self.domain.extents) > 1:
-            outcome = self.no_collision(a, b, targets_a, targets_b, generalize=True)
-            if outcome is not None and outcome.proven:
+            if cut_b is None or not determines(self.check, targets_a, targets_b, cut_a, cut_b):
+                continue
+            targets_a, targets_b = [t for t, _ in cut_a.pairs], [t for t, _ in cut_b.pairs]
+            last, self.chained = index, True
+            if self.domain.kind == "int" and len(self.domain.extents) > 1:
+                outcome = self.no_collision(a, b, targets_a, targets_b, generalize=True)
+                if outcome is not None and outcome.proven:
+                    return outcome
+            outcome = self.no_collision(a, b, targets_a, targets_b)
+            if outcome is not None:
                 return outcome
-        return self.no_collision(a, b, targets_a, targets_b)
+        return None
 
     def no_collision(self, a: Copy, b: Copy, targets_a: list, targets_b: list, generalize: bool = False) \
             -> Outcome | None:

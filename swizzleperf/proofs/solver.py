@@ -1,12 +1,14 @@
-"""One z3 query: a fresh context, two strategies in turn, and the model as plain integers.
+"""One z3 query: a fresh context, restarts with several strategies, and the model as plain integers.
 
 z3's nonlinear integer arithmetic is erratic: the same formula can take 0.05 s or time out
-depending on the strategy, and on everything created before it in the same context (term ids
-steer its heuristics). So each query is copied into a fresh context, which makes the answer
-depend on the formula alone, and runs with three strategies in turn, each for a share of its
-time: the default solver without Groebner bases (the GROUP_M raster's injectivity: 1.6 s with
-them, 0.3 s without), equation solving then the SMT core, and z3's qfnia tactic. (Each of the
-later ones decides a few queries the first cannot.)
+depending on the strategy, the random seed, facts that are true but not needed, and on
+everything created before it in the same context (term ids steer its heuristics). So each
+query is copied into a fresh context, which makes the answer depend on the formula alone, and
+runs as a sequence of restarts (STRATEGIES): short runs of the default solver without Groebner
+bases (the GROUP_M raster's injectivity: 1.6 s with them, 0.3 s without) under different
+seeds, with and without the hints (facts.py), then equation solving with the SMT core, then
+z3's qfnia tactic. Restarts are the usual cure for heavy-tailed solver times. Each query's
+budget is counted work (z3's rlimit), not seconds: the same verdict under any load.
 """
 
 from __future__ import annotations
@@ -17,7 +19,19 @@ from dataclasses import dataclass
 
 import z3
 
-SHARES = (0.5, 0.5, 1.0)  # of the time left when each strategy starts
+# z3 resource units ("rlimit") per second of one core on the prover's queries (measured: 3-10 M/s
+# on the family proofs' queries, unloaded). Budgets are counted in these units, so that a verdict
+# is the same on a loaded machine; seconds only convert a user's time limit into units.
+WORK_PER_S = 5_000_000
+
+
+@dataclass
+class Budget:
+    """What a proof may still spend: z3 resource units, and a wall-clock backstop (time.monotonic)
+    far above what that work takes, for a solver that ignores its resource limit."""
+
+    work: int
+    deadline: float
 
 
 @dataclass
@@ -25,6 +39,7 @@ class Answer:
     status: str  # "unsat", "sat" or "unknown"
     model: dict[str, int]  # the values of the asked-for constants, when sat
     why: str = ""
+    work: int = 0  # z3 resource units used
 
 
 class Cancel:
@@ -52,14 +67,27 @@ class Cancel:
             self._running.discard(ctx)
 
 
-def _strategies(ctx: z3.Context):
-    def then(*names: str) -> z3.Solver:
-        return z3.Then(*[z3.Tactic(n, ctx) for n in names], ctx=ctx).solver()
-    plain = z3.Solver(ctx=ctx)
-    plain.set("arith.nl.grobner", False)  # Groebner bases only slow the division-by-extent queries down
-    yield plain
-    yield then("simplify", "propagate-values", "solve-eqs", "smt")
-    yield then("simplify", "propagate-values", "solve-eqs", "purify-arith", "qfnia")
+def _plain(ctx: z3.Context, seed: int) -> z3.Solver:
+    solver = z3.Solver(ctx=ctx)
+    solver.set("arith.nl.grobner", False)  # Groebner bases only slow the division-by-extent queries down
+    solver.set("random_seed", seed)
+    return solver
+
+
+def _then(ctx: z3.Context, *names: str) -> z3.Solver:
+    return z3.Then(*[z3.Tactic(n, ctx) for n in names], ctx=ctx).solver()
+
+
+# (share of the time left, with the hints?, solver): short restarts first, since one query's time
+# varies tenfold with the seed and with the hints; then the longer strategies.
+STRATEGIES = (
+    (0.15, True, lambda ctx: _plain(ctx, 0)),
+    (0.2, False, lambda ctx: _plain(ctx, 0)),
+    (0.25, True, lambda ctx: _then(ctx, "simplify", "propagate-values", "solve-eqs", "smt")),
+    (0.3, False, lambda ctx: _plain(ctx, 1)),
+    (0.5, True, lambda ctx: _plain(ctx, 2)),
+    (1.0, True, lambda ctx: _then(ctx, "simplify", "propagate-values", "solve-eqs", "purify-arith", "qfnia")),
+)
 
 
 def _value(model: z3.ModelRef, term: z3.ExprRef) -> int:
@@ -67,29 +95,44 @@ def _value(model: z3.ModelRef, term: z3.ExprRef) -> int:
     return value.as_signed_long() if z3.is_bv(term) else value.as_long()
 
 
-def solve(formulas: list, wanted: list, seconds: float, cancel: Cancel | None = None) -> Answer:
-    """Check the conjunction within `seconds`; on sat, the values of the constants `wanted`, by name."""
+def _work(solver: z3.Solver) -> int:
+    """z3's resource count of the solver's context so far (cumulative over the context's checks)."""
+    stats = solver.statistics()
+    return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
+
+
+def solve(formulas: list, wanted: list, work: int, cancel: Cancel | None = None, hints: list = (),
+          backstop_s: float = 60.0) -> Answer:
+    """Check the conjunction within `work` z3 resource units (a count, so the answer does not
+    depend on the machine's load); `backstop_s` is a wall-clock limit far above that. On sat,
+    the values of the constants `wanted`, by name. `hints` are theorems (true of every model),
+    given to some strategies only. Answer.work is what the query used."""
     ctx = z3.Context()
     moved = [f.translate(ctx) for f in formulas]
-    deadline = time.monotonic() + seconds
+    extra = [f.translate(ctx) for f in hints]
+    deadline = time.monotonic() + backstop_s
     cancel = cancel or Cancel()
     if not cancel.enter(ctx):
         return Answer("unknown", {}, "cancelled")
+    used, why = 0, "no work left"
     try:
-        why = "no time"
-        for k, solver in enumerate(_strategies(ctx)):
-            left = deadline - time.monotonic()
-            if left <= 0.001 or cancel.stopped:
+        for share, with_hints, make in STRATEGIES:
+            if work - used < 1000 or cancel.stopped or time.monotonic() >= deadline:
                 break
-            solver.set("timeout", max(1, int(1000 * left * SHARES[k])))
-            solver.add(*moved)
+            if not with_hints and not extra:
+                continue  # the same query as a strategy with them
+            solver = make(ctx)
+            solver.set("rlimit", max(1000, int((work - used) * share)))
+            solver.set("timeout", max(1, int(1000 * (deadline - time.monotonic()))))
+            solver.add(*moved, *(extra if with_hints else ()))
             result = solver.check()
+            used = _work(solver)
             if result == z3.unsat:
-                return Answer("unsat", {})
+                return Answer("unsat", {}, work=used)
             if result == z3.sat:
                 model = solver.model()
-                return Answer("sat", {str(t): _value(model, t.translate(ctx)) for t in wanted})
+                return Answer("sat", {str(t): _value(model, t.translate(ctx)) for t in wanted}, work=used)
             why = solver.reason_unknown()
-        return Answer("unknown", {}, "cancelled" if cancel.stopped else why)
+        return Answer("unknown", {}, "cancelled" if cancel.stopped else why, work=max(used, 1))
     finally:
         cancel.leave(ctx)
