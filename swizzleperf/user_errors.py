@@ -138,3 +138,24 @@ def import_error(path: Path, exc: BaseException) -> UserCodeError:
     """Importing the kernel file failed: where, why, and the command that shows it again."""
     message = describe(f"importing {path.name}", exc, path, FileMap(shown_path(path)))
     return UserCodeError(f"{message}; reproduce with: TRITON_INTERPRET=1 python {shlex.quote(shown_path(path))}")
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\s*$')
+
+
+def from_traceback_text(text: str, path: Path, size: str, what: str) -> str | None:
+    """A child's printed traceback through the kernel file, as one line; None when it never reached it.
+
+    `what` says what the child was doing (e.g. "capturing the trace"); the reproduction is the
+    check command at `size`, which runs the same functions with the same size."""
+    lines = text.splitlines()
+    frames = [(n, m) for n, line in enumerate(lines) if (m := _FRAME.match(line)) and Path(m["file"]) == Path(path)]
+    last = next((line.strip() for line in reversed(lines) if line.strip() and not line.startswith(" ")), "")
+    if not frames or not re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b", last):
+        return None
+    n, frame = frames[-1]
+    code = lines[n + 1].strip() if n + 1 < len(lines) and not _FRAME.match(lines[n + 1]) else ""
+    error = RuntimeError(last)  # for the hint table, which matches on the text
+    return (f"{frame['fn']} raised {last} while {what} at {shown_path(path)}:{frame['line']}"
+            + (f" (`{code}`)" if code else "") + hint(error)
+            + f"; reproduce with: {check_command(path, size)}")

@@ -231,3 +231,14 @@ def test_a_failing_reference_is_one_line_and_optimize_says_fix_the_kernel(cli, i
     assert lines[-1] == (f"error: the kernel's own remap failed correctness: size tiny seed 0: reference raised "
                          f"KeyError: 'z' at mine.py:{number} (`return {{'y': inputs['z']}}`); reproduce with: "
                          f"swizzleperf check mine.py --size tiny --seed 0 -- fix the kernel before optimizing it")
+
+
+def test_a_failure_while_capturing_the_trace_is_one_line(cli, in_tmp):
+    old, new = 'torch.randn(size["blocks"] * BLOCK,', 'torch.randn(size["blocks"] * size["width"],'
+    path = broken(in_tmp, old, new)
+    number = line_of(path, new)
+    code, lines = cli("profile", "mine.py", "--hardware", "mi300x", "--profiler", "sim")
+    assert code == 2
+    assert lines[-1] == (f"error: make_inputs raised KeyError: 'width' while capturing the trace at mine.py:{number} "
+                         f"(`{path.read_text().splitlines()[number - 1].strip()}`); reproduce with: swizzleperf check "
+                         f"mine.py --size tiny")

@@ -17,7 +17,8 @@ import numpy as np
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.grouping import partition_sentence
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf import occupancy
+from swizzleperf import occupancy, user_errors
+from swizzleperf.errors import TraceCaptureError
 from swizzleperf.kernel import KernelFile
 from swizzleperf.remap import logical_ids
 from swizzleperf.report import BottleneckReport
@@ -47,8 +48,14 @@ class SimProfiler:
     def trace(self, kernel: KernelFile, size: str) -> Trace:
         key = (kernel.sha256, size)
         if key not in self._traces:
-            self._traces[key] = capture_trace(kernel, size, line_bytes=self.hw.line_bytes,
-                                              cache_dir=self.cache_dir, progress=self.progress)
+            try:
+                self._traces[key] = capture_trace(kernel, size, line_bytes=self.hw.line_bytes,
+                                                  cache_dir=self.cache_dir, progress=self.progress)
+            except TraceCaptureError as exc:  # the kernel file's own code, printed as a traceback: one line
+                short = user_errors.from_traceback_text(str(exc), kernel.path, size, "capturing the trace")
+                if short is None:
+                    raise
+                raise user_errors.UserCodeError(short) from exc
         return self._traces[key]
 
     def logical_of_slot(self, kernel: KernelFile, remap_source: str, size: str) -> np.ndarray:
