@@ -148,7 +148,8 @@ def inputs_block(decl: Declaration, ctx: Context, usage: Usage | None) -> list[s
         dims = ctx.shapes.get(p, [])
         if not dims:
             decl.todo("make_inputs", f"{ctx.launch.wrapper.name}() never unpacks {p}.shape, so its shape in terms "
-                                     f"of the sizes is unknown", f'{p} = torch.randn((size["..."], ...), generator=gen)')
+                                     f"of the sizes is unknown",
+                      f'{p} = torch.randn((size["..."], ...), generator=gen)')
             return []
         shape = "(" + ", ".join(ctx.size_of(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
         call = usage.constructions.get(usage.tensors.get(p, "")) if usage else None

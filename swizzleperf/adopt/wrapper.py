@@ -58,7 +58,8 @@ def wrapper_edits(scan: Scan, launch: Launch, outputs: Outputs, hook: HookPlan, 
         edits = [Edit(at, at, ", " + ", ".join(new_params))]
     for name, stmt in outputs.allocations.items():
         value = stmt.value
-        edits.append(Edit(src.end(value), src.end(value), f" if {outputs.param(name)} is None else {outputs.param(name)}"))
+        given = outputs.param(name)
+        edits.append(Edit(src.end(value), src.end(value), f" if {given} is None else {given}"))
     extra = ([f"**{pinned.config_name}"] if pinned is not None and pinned.values is not None else [])
     extra += [f"{p}=launch_grid[{i}]" for i, p in enumerate(hook.axis_params)] + ["NUM_XCDS=num_xcds"]
     call = launch.call
