@@ -130,39 +130,10 @@ class ConsoleObserver(Observer):
 def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
     progress = progress_bar(console)
     on_capture = capture_progress(progress)
-
     if request.resume:
-        run = RunDir.open(find_run(request.resume, request.runs_dir))
-        kernel = reopen_kernel(run)
-        rec = run.record
-        spec = rec.hardware
-        profiler, _ = select_profiler(rec.profiler, spec, progress=on_capture)
-        proposer = make_proposer(rec.proposer, rec.seed, rec.proposer_options)
-        rec.status, rec.status_detail = "running", f"resumed with {len(run.load_history())} attempts on disk"
-        run.save()
-        console.print(f"resuming [bold]{rec.run_id}[/]: {rec.status_detail}")
+        run, kernel, profiler, proposer = _resumed_run(request, console, on_capture)
     else:
-        if request.kernel_path is None:
-            raise ContractError("give a kernel file (e.g. kernels/softmax.py) or --resume RUN")
-        kernel = load_kernel(find_kernel(request.kernel_path))
-        size = request.size or kernel.default_size
-        kernel.size(size)
-        spec, hw_why = hardware.resolve(request.hardware)
-        profiler, prof_why = select_profiler(request.profiler, spec, progress=on_capture)
-        proposer_name, note = resolve_proposer(request.proposer, request.model)
-        if note:
-            console.print(note, highlight=False)
-        options = {} if proposer_name == "search" else {
-            "model": request.model, "api_base": request.api_base, "mode": request.llm_mode,
-            "timeout_s": request.llm_timeout, "retries": request.llm_retries}
-        if request.library is not None:
-            options["library"] = str(request.library.resolve())
-        proposer = make_proposer(proposer_name, request.seed, options)
-        run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
-                        LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed,
-                                     stop_at_ceiling=request.stop_at_ceiling))
-        console.print(f"[bold]swizzleperf optimize[/] {kernel.path.name} (size {size}) on {spec.name} ({hw_why})\n"
-                      f"  profiler {profiler.name} ({prof_why}); proposer {proposer.name}; run {run.path}")
+        run, kernel, profiler, proposer = _new_run(request, console, on_capture)
     rec = run.record
     evaluator = CandidateEvaluator(kernel, rec.hardware, profiler, rec.size)
     history = run.load_history()
@@ -185,6 +156,43 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
     if request.write:
         _write_kernel(console, run, kernel)
     return run
+
+
+def _resumed_run(request: OptimizeRequest, console: Console, on_capture):
+    run = RunDir.open(find_run(request.resume, request.runs_dir))
+    kernel = reopen_kernel(run)
+    rec = run.record
+    profiler, _ = select_profiler(rec.profiler, rec.hardware, progress=on_capture)
+    proposer = make_proposer(rec.proposer, rec.seed, rec.proposer_options)
+    rec.status, rec.status_detail = "running", f"resumed with {len(run.load_history())} attempts on disk"
+    run.save()
+    console.print(f"resuming [bold]{rec.run_id}[/]: {rec.status_detail}")
+    return run, kernel, profiler, proposer
+
+
+def _new_run(request: OptimizeRequest, console: Console, on_capture):
+    if request.kernel_path is None:
+        raise ContractError("give a kernel file (e.g. kernels/softmax.py) or --resume RUN")
+    kernel = load_kernel(find_kernel(request.kernel_path))
+    size = request.size or kernel.default_size
+    kernel.size(size)
+    spec, hw_why = hardware.resolve(request.hardware)
+    profiler, prof_why = select_profiler(request.profiler, spec, progress=on_capture)
+    proposer_name, note = resolve_proposer(request.proposer, request.model)
+    if note:
+        console.print(note, highlight=False)
+    options = {} if proposer_name == "search" else {
+        "model": request.model, "api_base": request.api_base, "mode": request.llm_mode,
+        "timeout_s": request.llm_timeout, "retries": request.llm_retries}
+    if request.library is not None:
+        options["library"] = str(request.library.resolve())
+    proposer = make_proposer(proposer_name, request.seed, options)
+    run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
+                    LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed,
+                                 stop_at_ceiling=request.stop_at_ceiling))
+    console.print(f"[bold]swizzleperf optimize[/] {kernel.path.name} (size {size}) on {spec.name} ({hw_why})\n"
+                  f"  profiler {profiler.name} ({prof_why}); proposer {proposer.name}; run {run.path}")
+    return run, kernel, profiler, proposer
 
 
 def resume_command(run: RunDir) -> str:
