@@ -18,6 +18,7 @@ from swizzleperf.grouping import grouping_sentence
 from swizzleperf.history import Attempt, History
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.timer import speedup
+from swizzleperf.proof_status import docstring_line, proof_tag
 from swizzleperf.remap import logical_ids
 from swizzleperf.report import BottleneckReport, bounds_text, ceiling_text
 from swizzleperf.runs import RunDir
@@ -38,8 +39,7 @@ def provenance(run: RunDir, attempt: Attempt) -> str:
     ]
     bij = next((s for s in attempt.stages if s.stage == "bijectivity"), None)
     if bij is not None and bij.data and bij.data.get("grids"):
-        grids = ", ".join("x".join(map(str, g)) for g in bij.data["grids"])
-        lines.append(f"Proven bijective on grids: {grids}.")
+        lines.append(docstring_line(bij.data.get("proof"), bij.data["grids"], "proof_text" in bij.data))
     return "\n".join(lines)
 
 
@@ -104,10 +104,15 @@ def write_pictures(run: RunDir, kernel: KernelFile, history: History, best: Atte
     return names
 
 
+def _bijectivity_data(a: Attempt) -> dict:
+    return next((s.data or {} for s in a.stages if s.stage == "bijectivity"), {})
+
+
 def _row(a: Attempt) -> str:
     failure = a.failure
     hit = f"{a.report.hit_pct:.2f}" if a.report else ""
-    verdict = "ok" if a.accepted else f"rejected ({failure.stage}): {failure.detail}" if failure else "incomplete"
+    verdict = f"ok; {proof_tag(_bijectivity_data(a))}" if a.accepted \
+        else f"rejected ({failure.stage}): {failure.detail}" if failure else "incomplete"
     verdict = verdict.replace("|", "\\|").replace("\n", " ")
     return f"| {a.iteration} | {a.origin} | `{a.family}` | {hit} | {a.seconds:.1f} | {verdict} |"
 
@@ -130,6 +135,8 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
                 + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
                    is not None else ")."), ""]
         out += [f"Bounds: {bounds_text(best.report)}.", ""]
+        if _bijectivity_data(best).get("proof_text"):
+            out += [f"Bijectivity of the best remap: {_bijectivity_data(best)['proof_text']}.", ""]
         needs = achievable_sentence(best.report, rec.hardware.num_domains)
         if needs:
             out += [needs, ""]

@@ -422,6 +422,7 @@ def library_show(name: str, library: Optional[Path] = LibraryOpt) -> None:
                   f"signature ({', '.join(e.params)}); proven bijective on "
                   f"{', '.join('x'.join(map(str, g)) for g in e.proven_grids) or 'no recorded grids'} "
                   f"with {e.num_domains} dies")
+    console.print(f"  {escape(e.proof or 'no proof for all grid sizes recorded (exported before the z3 prover)')}")
     console.print(Syntax(e.source, "python", theme="ansi_dark"))
 
 

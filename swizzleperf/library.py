@@ -47,6 +47,7 @@ class LibraryEntry(BaseModel):
     metric: str = "all"     # what hit_pct counts: "read" lookups, or "all" (entries before the read/write split)
     proven_grids: list[list[int]]
     created_at: datetime
+    proof: str | None = None  # the z3 verdict in one clause (proof_status.proof_sentence); None before the prover
 
     @property
     def signature(self) -> HookSignature:
@@ -136,6 +137,7 @@ def entry_from_run(run: RunDir, name: str, kernel_hook: HookSignature) -> Librar
         raise RunError(f"run {run.record.run_id}: the kernel's own remap is still the best; nothing to export")
     bij = next((s for s in best.stages if s.stage == "bijectivity"), None)
     grids = [list(g) for g in (bij.data or {}).get("grids", [])] if bij else []
+    proof = (bij.data or {}).get("proof_text") if bij else None
     rec = run.record
     best_file = run.best_dir / "remap.py"
     source = _function_source(best_file.read_text(), kernel_hook.name) if best_file.exists() else best.source
@@ -146,7 +148,7 @@ def entry_from_run(run: RunDir, name: str, kernel_hook: HookSignature) -> Librar
         num_domains=rec.hardware.num_domains, run_id=rec.run_id, iteration=best.iteration,
         hit_pct=best.report.hit_pct, metric=best.report.metric, baseline_hit_pct=rec.baseline_hit_pct,
         ceiling_pct=rec.ceiling_pct,
-        numbers_from=best.report.source, proven_grids=grids, created_at=datetime.now(timezone.utc))
+        numbers_from=best.report.source, proven_grids=grids, proof=proof, created_at=datetime.now(timezone.utc))
 
 
 def _function_source(module_text: str, name: str) -> str:

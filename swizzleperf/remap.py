@@ -25,6 +25,7 @@ from swizzleperf import untrusted
 from swizzleperf.errors import ChildSetupError, RemapRejected, SandboxError
 from swizzleperf.isolation import Confinement
 from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs.verdict import ProofVerdict
 from swizzleperf.sandbox import run_in_child
 from swizzleperf.untrusted import echo, show_int
 
@@ -481,7 +482,7 @@ class BijectivityFailure(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     grid: tuple[int, ...] | None = Field(description="None when the evaluation as a whole failed")
-    kind: Literal["evaluation", "out_of_range", "not_one_to_one", "sandbox"]
+    kind: Literal["evaluation", "out_of_range", "not_one_to_one", "sandbox", "counterexample"]
     message: str
     programs: list[int] = Field(default_factory=list, description="launch ids that collide or leave the grid")
     logical: tuple[int, ...] | None = Field(None, description="the logical index they map to")
@@ -498,6 +499,9 @@ class BijectivityReport(BaseModel):
     grids: list[tuple[int, ...]] = Field(description="grids checked, in order, up to the first failure")
     failure: BijectivityFailure | None = None
     seconds: float
+    proof: ProofVerdict | None = Field(None, description="the z3 proof for every grid size (swizzleperf.proofs)")
+    proof_text: str | None = Field(None, description="what is known beyond the sampled grids (proof_status); "
+                                                     "None where no proof was asked for")
 
     @property
     def ok(self) -> bool:
@@ -508,7 +512,8 @@ class BijectivityReport(BaseModel):
         """One sentence for histories, prompts and the CLI."""
         if self.failure is None:
             sizes = ", ".join(_format_grid(g) for g in self.grids)
-            return f"bijective on all {len(self.grids)} grids ({sizes})"
+            proof = f"; {self.proof_text}" if self.proof_text else ""
+            return f"bijective on all {len(self.grids)} grids ({sizes}){proof}"
         return self.failure.message
 
     def raise_if_failed(self) -> None:
@@ -586,8 +591,9 @@ def _evaluate_in_child(source: str, hook: HookSignature, grids: list[tuple[int, 
 
 
 def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...]],
-                    constexprs: dict[str, int], timeout: float = 30.0) -> BijectivityReport:
-    """Evaluate the remap on every grid in a child process and check it is one-to-one and in range.
+                    constexprs: dict[str, int], timeout: float = 30.0, prove: bool = True) -> BijectivityReport:
+    """Evaluate the remap on every grid in a child process and check it is one-to-one and in range;
+    then (`prove`) the z3 proof for every grid size, whose counterexample is a failure too.
 
     Static-check failures raise RemapRejected; everything after (an evaluation error, a
     collision, a child past its time limit) is a failed report, so the loop can record it.
@@ -613,8 +619,24 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
         checked.append(grid)
         failure = BijectivityFailure(grid=grid, kind="evaluation",
                                      message=f"grid {_format_grid(grid)}: {rejected['reason']}")
-    return BijectivityReport(hook=hook.render(), constexprs=dict(constexprs), grids=checked, failure=failure,
-                             seconds=time.perf_counter() - t0)
+    report = BijectivityReport(hook=hook.render(), constexprs=dict(constexprs), grids=checked, failure=failure,
+                               seconds=time.perf_counter() - t0)
+    return with_proof(report, source, hook) if prove and failure is None else report
+
+
+def with_proof(report: BijectivityReport, source: str, hook: HookSignature) -> BijectivityReport:
+    """The sampled report with the proof's verdict; a counterexample becomes its failure."""
+    from swizzleperf.proof_status import proof_sentence, prove_remap
+
+    verdict = prove_remap(source, hook, report.constexprs)
+    update = {"proof": verdict, "proof_text": proof_sentence(verdict, len(report.grids)),
+              "seconds": report.seconds + (verdict.seconds if verdict else 0.0)}
+    if verdict is not None and verdict.counterexample is not None:
+        cex = verdict.counterexample
+        update["failure"] = BijectivityFailure(grid=cex.grid, kind="counterexample", programs=cex.programs,
+                                               logical=cex.logical, message=f"{verdict.message}; found by z3 after "
+                                               f"the {len(report.grids)} sampled grids passed")
+    return report.model_copy(update=update)
 
 
 def logical_ids(source: str, hook: HookSignature, grid: tuple[int, ...], constexprs: dict[str, int],

@@ -35,10 +35,11 @@ def hook(body: str, sig: HookSignature = HOOK_1D) -> str:
 IDENTITY = hook("return pid")
 
 # DESIGN.md section 3: q = ceil(G/N); the first t = G mod N dies ("tall", t = N when N | G) get q
-# programs, the rest q - 1.
+# programs, the rest q - 1. (ceil as (G - 1) // N + 1: `G + N - 1` wraps in int32 near 2**31, and
+# the z3 proof in check_bijective finds that grid.)
 XCD_CONTIGUOUS = hook('''
     """XCD-contiguous: die d owns one contiguous range of logical ids."""
-    q = (num_pids + NUM_XCDS - 1) // NUM_XCDS
+    q = (num_pids - 1) // NUM_XCDS + 1
     t = num_pids % NUM_XCDS
     if t == 0:
         t = NUM_XCDS
@@ -547,7 +548,14 @@ def test_identity_and_xcd_contiguous_are_bijective_on_all_grids():
 
 
 def test_naive_xcd_remap_is_caught_with_the_colliding_programs():
-    assert check_bijective(NAIVE_XCD, HOOK_1D, [(64,), (16,)], CONSTS_1D).ok  # fine when N divides G
+    fine = check_bijective(NAIVE_XCD, HOOK_1D, [(64,), (16,)], CONSTS_1D, prove=False)  # fine when N divides G
+    assert fine.ok and fine.proof_text is None
+    proven = check_bijective(NAIVE_XCD, HOOK_1D, [(64,), (16,)], CONSTS_1D)  # not for every grid size
+    proof, n = proven.failure, proven.proof.counterexample.constexprs["NUM_XCDS"]
+    (g,), (a, b) = proof.grid, proof.programs
+    assert proof.kind == "counterexample" and g % n != 0
+    assert (a % n) * (g // n) + a // n == (b % n) * (g // n) + b // n == proof.logical[0]
+    assert "found by z3 after the 2 sampled grids passed" in proof.message
     report = check_bijective(NAIVE_XCD, HOOK_1D, [(64,), (12,)], CONSTS_1D)
     failure = report.failure
     assert not report.ok and failure.grid == (12,) and failure.kind == "not_one_to_one"

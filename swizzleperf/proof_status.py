@@ -1,0 +1,78 @@
+"""The bijectivity stage's second half: a z3 proof for every grid size, beside the sampled check.
+
+The sampled check evaluates a hook on a few dozen grids, so a remap wrong only on a grid nobody
+sampled (grid 1000001, num_pid_m == 33, program 2**20) passes it. The prover
+(swizzleperf.proofs) covers every grid of up to 2**31 - 1 programs and every preset die count,
+in a confined child, within a budget of counted work. Its verdicts are deterministic (work, not
+seconds), so they are cached per hook text: the search proposes the same family instances again
+and again. Without z3 the sampled check still runs and every verdict says how to get the proof.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs import DEFAULT_DIE_COUNTS, ProofVerdict, prove_bijective
+
+PROOF_LIMIT_S = 2.0  # one candidate's proof: this many seconds of z3 work on an unloaded core
+INSTALL_NOTE = "install swizzleperf[proofs] to prove for all grid sizes"
+_CACHE_ENTRIES = 256
+_cache: dict[tuple, ProofVerdict] = {}
+
+
+def z3_installed() -> bool:
+    return importlib.util.find_spec("z3") is not None
+
+
+def proof_die_counts(constexprs: dict[str, int]) -> list[int]:
+    """Every preset die count, and the run's own if it is another."""
+    return sorted({*DEFAULT_DIE_COUNTS, *(int(v) for v in constexprs.values() if int(v) >= 1)})
+
+
+def prove_remap(source: str, hook: HookSignature, constexprs: dict[str, int],
+                limit_s: float = PROOF_LIMIT_S) -> ProofVerdict | None:
+    """The hook's proof verdict (in a confined child), or None without z3."""
+    if not z3_installed():
+        return None
+    dies = tuple(proof_die_counts(constexprs))
+    key = (source, hook, dies, limit_s)
+    if key not in _cache:
+        if len(_cache) >= _CACHE_ENTRIES:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = prove_bijective(source, hook, die_counts=dies, time_limit_s=limit_s)
+    return _cache[key]
+
+
+def proof_sentence(verdict: ProofVerdict | None, grids_tested: int) -> str:
+    """What is known beyond the sampled grids, in one clause (for messages, reports, docstrings)."""
+    if verdict is None:
+        return f"tested on {grids_tested} grids; {INSTALL_NOTE}"
+    if verdict.status == "proven":
+        return (f"proven bijective for all grid sizes (z3: every grid of up to {verdict.max_programs:,} programs, "
+                f"die counts {', '.join(map(str, verdict.die_counts))})")
+    if verdict.status == "counterexample":
+        return verdict.message
+    return f"not proven for all grid sizes within the time budget ({verdict.reason}); tested on {grids_tested} grids"
+
+
+def proof_tag(data: dict) -> str:
+    """A few words for an accepted attempt's row in report.md, from its bijectivity stage data."""
+    verdict, grids = data.get("proof"), len(data.get("grids", []))
+    if verdict is not None and verdict.get("status") == "proven":
+        return "proven for all grid sizes (z3)"
+    if verdict is not None:
+        return f"not proven for all grid sizes; tested on {grids} grids"
+    return f"tested on {grids} grids (no z3)" if "proof_text" in data else f"tested on {grids} grids"
+
+
+def docstring_line(verdict: dict | None, grids: list, asked: bool = True) -> str:
+    """The line best/remap.py carries, from a recorded verdict (JSON) and the sampled grids;
+    `asked`: whether a proof was attempted (records from before the prover have none)."""
+    if verdict is not None and verdict.get("status") == "proven":
+        return f"Proven bijective for all grid sizes (z3), die counts {', '.join(map(str, verdict['die_counts']))}."
+    tested = ", ".join("x".join(map(str, g)) for g in grids)
+    if not asked:
+        return f"Proven bijective on grids: {tested}."
+    why = "not proven for all grid sizes within the time budget" if verdict else INSTALL_NOTE
+    return f"Tested bijective on grids: {tested} ({why})."
