@@ -1,7 +1,12 @@
-"""The achievable multi-die bound on a synthetic GEMM: time and fetches of Mt-KaHyPar's assignment.
+"""The achievable multi-die bound: time and fetches of Mt-KaHyPar's assignment, on a synthetic GEMM or the suite.
 
     .venv/bin/python benchmarks/bench_partition.py [--rows 24] [--cols 36] [--lines 64] [--parts 8]
                                                    [--attempts 1 4 16] [--preset highest_quality]
+    .venv/bin/python benchmarks/bench_partition.py --suite [--hardware mi300x]
+
+`--suite` times the bound as optimize computes it (achievable_bound, once per run) for every suite
+kernel at its default size, traces captured beforehand (not timed), and prints the total: the
+budget is 10 s on a 2-core machine.
 
 Program (r, c) of a rows x cols tile grid reads the `lines` nets of A's tile row r and the `lines`
 nets of B's tile column c, the access pattern of a GEMM without K split. Printed: the instance's
@@ -64,8 +69,38 @@ def line(label: str, fetches: int, minimum: int, tail: str = "") -> None:
     print(f"{label:<34}{fetches:>9}{fetches / minimum:>11.3f}{tail}")
 
 
+SUITE = ("softmax", "gemm", "transpose", "layernorm", "attention", "elementwise", "spmv", "blackscholes",
+         "fdtd2d", "stencil2d", "smithwaterman")
+
+
+def suite(hardware: str) -> None:
+    import time
+    from pathlib import Path
+
+    from swizzleperf.bounds.achievable import achievable_bound
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.kernel import load_kernel
+    from swizzleperf.profilers.sim import SimProfiler
+    from swizzleperf.sim.prepared import prepare
+
+    hw, total = PRESETS[hardware], 0.0
+    print(f"{'kernel':<14}{'programs':>9}{'seconds':>9}{'fetches':>11}{'x minimum':>11}  how")
+    for name in SUITE:
+        kernel = load_kernel(Path(__file__).resolve().parents[1] / "kernels" / f"{name}.py")
+        prepared = prepare(SimProfiler(hw, gpu_occupancy=False).trace(kernel, kernel.default_size))
+        began = time.perf_counter()
+        found = achievable_bound(prepared, hw)
+        seconds = time.perf_counter() - began
+        total += seconds
+        print(f"{name:<14}{prepared.num_programs:>9}{seconds:>9.2f}{found.fetches:>11}"
+              f"{found.fetches / max(found.min_fetches, 1):>11.4f}  {found.how}", flush=True)
+    print(f"total {total:.1f} s for {len(SUITE)} kernels on {hardware} (budget: 10 s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", action="store_true", help="time the bound on every suite kernel instead")
+    parser.add_argument("--hardware", default="mi300x")
     parser.add_argument("--rows", type=int, default=24)
     parser.add_argument("--cols", type=int, default=36)
     parser.add_argument("--lines", type=int, default=64)
@@ -73,6 +108,8 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--preset", default="highest_quality")
     args = parser.parse_args()
+    if args.suite:
+        return suite(args.hardware)
     grid = (args.rows, args.cols, args.lines)
     offsets, nets, num_nets = gemm_reads(*grid)
     runs = [(n, *partition_bound(offsets, nets, num_nets, args.parts, attempts=n, preset=args.preset))

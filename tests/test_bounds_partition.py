@@ -14,7 +14,7 @@ from swizzleperf.bounds import (
     dispatcher_part_sizes,
     partition_bound,
 )
-from swizzleperf.bounds import partition
+from swizzleperf.bounds import hypergraph, partition
 
 needs_mtkahypar = pytest.mark.skipif(
     importlib.util.find_spec("mtkahypar") is None, reason="needs Mt-KaHyPar: pip install mtkahypar"
@@ -132,7 +132,7 @@ def test_merging_stays_exact_when_every_hash_collides(monkeypatch):
     kinds = [rng.choice(10, size=int(rng.integers(1, 6)), replace=False) for _ in range(5)]
     reads = [[n for n in range(20) if v in kinds[n % 5]] for v in range(10)]  # nets n, n + 5, ... alike
     weights = rng.integers(1, 5, size=20)
-    net, vertex = partition._reader_pairs(*csr(reads), 20)
+    net, vertex = hypergraph._reader_pairs(*csr(reads), 20)
 
     def reader_sets(hg):  # pin set -> total weight
         sets = {}
@@ -141,9 +141,9 @@ def test_merging_stays_exact_when_every_hash_collides(monkeypatch):
             sets[pins] = sets.get(pins, 0) + int(weight)
         return sets
 
-    honest = partition._merge_identical(net, vertex, weights, 10)
-    monkeypatch.setattr(partition, "_set_hashes", lambda vertex, starts, n: np.zeros(len(starts), np.int64))
-    colliding = partition._merge_identical(net, vertex, weights, 10)
+    honest = hypergraph._merge_identical(net, vertex, weights, 10)
+    monkeypatch.setattr(hypergraph, "_set_hashes", lambda vertex, starts, n: np.zeros(len(starts), np.int64))
+    colliding = hypergraph._merge_identical(net, vertex, weights, 10)
     assert reader_sets(colliding) == reader_sets(honest)
     assert len(reader_sets(honest)) == len(honest.weights) == 5 and len(colliding.weights) > 5
 
@@ -155,6 +155,19 @@ def test_rows_fit_their_dies_exactly():
     assert bound.fetches == bound.min_fetches == 128 and bound.km1 == 0
     assert all(len(set(row)) == 1 for row in part.reshape(8, 4))
     assert recount(reads, np.arange(32) % 8, np.ones(128, np.int64)) == 4 * 128  # the identity
+
+
+@needs_mtkahypar
+def test_past_max_vertices_groups_of_consecutive_programs_are_partitioned_and_sizes_stay_exact():
+    reads = rows(10, 6, 4)  # 60 programs; partitioned as 15 groups of 4, which straddle the rows
+    bound, part = partition_bound(*csr(reads), 40, 4, max_vertices=16)
+    assert "groups of 4 consecutive ids" in bound.tool
+    assert np.bincount(part, minlength=4).tolist() == dispatcher_part_sizes(60, 4) == [15, 15, 15, 15]
+    assert bound.fetches == recount(reads, part, np.ones(40, np.int64))  # its count is the assignment's
+    assert bound.min_fetches == 40 < bound.fetches < recount(reads, np.arange(60) % 4, np.ones(40, np.int64))
+    # groups that hold whole rows: no net spans two groups, and whole groups per die fetch every net once
+    bound, part = partition_bound(*csr(rows(16, 4, 2)), 32, 4, max_vertices=16)
+    assert bound.fetches == bound.min_fetches == 32 and bound.chosen == "whole groups round-robin"
 
 
 @needs_mtkahypar

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swizzleperf.bounds.partition import PartitionerFailed, partition_bound
+from swizzleperf.bounds.hypergraph import reduce_reads
+from swizzleperf.bounds.partition import PartitionerFailed, partition_reads
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.sim.prepared import PreparedTrace, read_only_masks
 
@@ -20,8 +21,11 @@ from swizzleperf.sim.prepared import PreparedTrace, read_only_masks
 def read_only_nets(prepared: PreparedTrace, sectors_per_line: int) -> tuple[np.ndarray, np.ndarray, int]:
     """(offsets over programs, net ids, number of net ids): the read-only sectors each program reads."""
     read_only = read_only_masks(prepared, sectors_per_line)
-    bits = np.unpackbits(read_only[:, None], axis=1, bitorder="little")[:, :sectors_per_line].astype(bool)
-    access, sector = np.nonzero(bits)  # row-major: accesses in trace order, so programs stay contiguous
+    if sectors_per_line == 1:  # AMD: a line is one sector
+        access, sector = np.flatnonzero(read_only), 0
+    else:  # row-major: accesses in trace order, so programs stay contiguous
+        bits = np.unpackbits(read_only[:, None], axis=1, bitorder="little")[:, :sectors_per_line].astype(bool)
+        access, sector = np.nonzero(bits)
     nets = prepared.line_ids[access].astype(np.int64) * sectors_per_line + sector
     # accesses -> programs: program p owns accesses event_offsets[program_offsets[p]] ...
     access_start = prepared.event_offsets[prepared.program_offsets]
@@ -60,21 +64,23 @@ def achievable_bound(prepared: PreparedTrace, hw: HardwareSpec, seed: int = 0, t
     offsets, nets, num_nets = read_only_nets(prepared, spl)
     reads = prepared.bounds(spl).read_sectors
     dispatcher = np.arange(offsets.shape[0] - 1, dtype=np.int64) % hw.num_domains
-    own = assignment_fetches(offsets, nets, dispatcher, hw.num_domains)
-    minimum = assignment_fetches(offsets, nets, np.zeros_like(dispatcher), 1)
 
     def result(fetches: int, part: np.ndarray, how: str) -> Achievable:
         return Achievable(hit_pct=100.0 * (reads - fetches) / reads if reads else 0.0, fetches=fetches,
                           min_fetches=minimum, part=part, how=how)
 
+    if nets.size > max_pins:
+        minimum = int(nets.size and len(np.unique(nets)))
+        return result(assignment_fetches(offsets, nets, dispatcher, hw.num_domains), dispatcher,
+                      f"the dispatcher's own assignment: {nets.size:,} (program, sector) pins are more than the "
+                      f"partitioner's budget of {max_pins:,}")
+    reduced = reduce_reads(offsets, nets, num_nets)
+    own, minimum = reduced.fetches(dispatcher, hw.num_domains), reduced.min_fetches
     if own == minimum:
         return result(own, dispatcher, "the dispatcher's own assignment already fetches every sector once")
-    if nets.size > max_pins:
-        return result(own, dispatcher, f"the dispatcher's own assignment: {nets.size:,} (program, sector) pins are "
-                                       f"more than the partitioner's budget of {max_pins:,}")
     try:
-        bound, part = partition_bound(offsets, nets, num_nets, hw.num_domains, seed=seed, attempts=attempts,
-                                      epsilons=(0.2,), preset=preset, time_limit=time_limit)
+        bound, part = partition_reads(reduced, hw.num_domains, seed=seed, attempts=attempts, epsilons=(0.2,),
+                                      preset=preset, time_limit=time_limit)
     except PartitionerFailed as exc:
         return result(own, dispatcher, f"the dispatcher's own assignment (the partitioner failed: {exc})")
     return result(bound.fetches, part, f"{bound.tool}, {bound.seconds:.1f} s")

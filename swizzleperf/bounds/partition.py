@@ -17,19 +17,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from swizzleperf.bounds.hypergraph import (
+    Reads, _distinct, _fetches, _Hypergraph, _merge_identical, _ranges, _shared_nets, reduce_reads)
 from swizzleperf.errors import SwizzlePerfError
 
 INSTALL_HINT = ("the achievable multi-die bound needs Mt-KaHyPar: "
                 "pip install 'swizzleperf[bounds]' (or pip install mtkahypar)")
 PRESETS = ("default", "quality", "highest_quality", "deterministic", "deterministic_quality")
-_HASH_SEED = 0x5EED  # fixed, so that merging (and hence the partitioner's input) is reproducible
 _INT32_MAX = 2**31 - 1  # Mt-KaHyPar's net weights and objective are 32-bit
 
 # Mt-KaHyPar keeps random state across calls in one process (set_seed does not rewind it) and fixes
@@ -90,97 +89,12 @@ class PartitionBound(BaseModel):
     rebalanced_moves: int  # programs that run's partition moved to reach the exact part sizes
 
 
-@dataclass(frozen=True)
-class _Hypergraph:
-    """Nets as a CSR over vertices: net i holds pins[starts[i]:starts[i + 1]], sorted."""
-
-    starts: np.ndarray
-    pins: np.ndarray
-    weights: np.ndarray
-
-    @cached_property
-    def pin_net(self) -> np.ndarray:
-        """The net of every pin."""
-        return np.repeat(np.arange(len(self.weights)), np.diff(self.starts))
-
-
 def dispatcher_part_sizes(num_vertices: int, num_parts: int) -> list[int]:
     """Programs per die under round-robin dispatch: die d gets slots d, d + N, d + 2N, ..."""
     if num_vertices < 0 or num_parts < 1:
         raise ValueError(f"need num_vertices >= 0 and num_parts >= 1, got {num_vertices}, {num_parts}")
     base, extra = divmod(num_vertices, num_parts)
     return [base + (d < extra) for d in range(num_parts)]
-
-
-def _ranges(begins: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The indices of several [begin, begin + length) ranges, concatenated, without a Python loop."""
-    ends = np.cumsum(lengths)
-    return np.repeat(begins - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values. Not np.unique: without return_inverse, numpy 2.4 takes a hash path
-    for integers that took 16 s where sorting takes 0.5 s (8.4 M values); with it, it sorts."""
-    ordered = np.sort(values)
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
-
-
-def _reader_pairs(offsets: np.ndarray, nets: np.ndarray, num_nets: int) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (net, vertex) pairs sorted by net then vertex: each net's pins form a sorted set."""
-    offsets, nets = np.asarray(offsets, np.int64), np.asarray(nets, np.int64)
-    if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(nets):
-        raise ValueError("offsets must start at 0 and end at len(nets)")
-    if np.any(np.diff(offsets) < 0) or (len(nets) and (nets.min() < 0 or nets.max() >= num_nets)):
-        raise ValueError(f"offsets must not decrease and nets must lie in [0, {num_nets})")
-    num_vertices = max(len(offsets) - 1, 1)
-    vertex = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
-    return np.divmod(_distinct(nets * num_vertices + vertex), num_vertices)
-
-
-def _set_hashes(vertex: np.ndarray, starts: np.ndarray, num_vertices: int) -> np.ndarray:
-    """A random 64-bit hash of each net's pin set: the (wrapping) sum of a random key per vertex."""
-    key = np.random.default_rng(_HASH_SEED).integers(-(2**63), 2**63 - 1, size=num_vertices, dtype=np.int64)
-    return np.add.reduceat(key[vertex], starts)
-
-
-def _merge_identical(net: np.ndarray, vertex: np.ndarray, weights: np.ndarray, num_vertices: int) -> _Hypergraph:
-    """One net per distinct reader set, with summed weight: a GEMM's millions of sectors have only
-    thousands of reader sets, and the partitioner's cost grows with nets and pins.
-
-    Reader sets are grouped by a random set hash; each net is then compared with its group's first
-    net pin by pin, and one that differs (a collision) keeps a group of its own, so the result is
-    exact whatever the hash does.
-    """
-    if not len(net):
-        return _Hypergraph(np.zeros(1, np.int64), net, net)
-    starts = np.flatnonzero(np.r_[True, net[1:] != net[:-1]])
-    sizes = np.diff(np.r_[starts, len(net)])
-    _, first, group = np.unique(_set_hashes(vertex, starts, num_vertices), return_index=True, return_inverse=True)
-    pin_net, representative = np.repeat(np.arange(len(starts)), sizes), first[group]
-    same_place = starts[representative][pin_net] + np.arange(len(net)) - starts[pin_net]
-    same_place = np.minimum(same_place, len(net) - 1)  # past the end only where the sizes differ
-    differs = (vertex != vertex[same_place]) | (sizes != sizes[representative])[pin_net]
-    collided = _distinct(pin_net[differs])
-    group[collided] = len(first) + np.arange(len(collided))
-    first = np.r_[first, collided].astype(np.int64)
-    merged = np.zeros(len(first), np.int64)
-    np.add.at(merged, group, weights[net[starts]])
-    pins = vertex[_ranges(starts[first], sizes[first])]
-    return _Hypergraph(np.r_[0, np.cumsum(sizes[first])], pins, merged)
-
-
-def _shared_nets(hg: _Hypergraph) -> _Hypergraph:
-    """The nets the assignment can change: two or more pins and a weight. A net with one pin costs
-    its weight wherever its pin goes."""
-    sizes = np.diff(hg.starts)
-    keep = (sizes > 1) & (hg.weights > 0)
-    return _Hypergraph(np.r_[0, np.cumsum(sizes[keep])], hg.pins[np.repeat(keep, sizes)], hg.weights[keep])
-
-
-def _fetches(hg: _Hypergraph, part: np.ndarray, num_parts: int) -> int:
-    """Sum over nets of weight * number of parts holding a pin: what the dies fetch in all."""
-    touched = _distinct(hg.pin_net * num_parts + part[hg.pins]) // num_parts
-    return int(hg.weights[touched].sum())
 
 
 def _move_costs(hg: _Hypergraph, counts: np.ndarray, part: np.ndarray, pins: np.ndarray) -> np.ndarray:
@@ -208,6 +122,8 @@ def _rebalance(hg: _Hypergraph, part: np.ndarray, sizes: list[int]) -> int:
     Returns the number of moves; `part` is updated in place.
     """
     num_parts, pin_net = len(sizes), hg.pin_net
+    if not (np.bincount(part, minlength=num_parts) - sizes).any():
+        return 0  # nothing to move: skip building the move costs, the bulk of the work on large graphs
     counts = np.zeros((len(hg.weights), num_parts), np.int64)
     np.add.at(counts, (pin_net, part[hg.pins]), 1)
     cost = np.zeros((len(part), num_parts), np.int64)
@@ -281,51 +197,81 @@ def _best_partition(hg: _Hypergraph, sizes: list[int], job: dict,
     return best, moves, chosen
 
 
-def _net_weights(net_weights: np.ndarray | None, num_nets: int) -> np.ndarray:
-    """The weight of every net as int64, 1 where none is given."""
-    weights = np.ones(num_nets, np.int64) if net_weights is None else np.asarray(net_weights, np.int64)
-    if weights.shape != (num_nets,) or np.any(weights < 0):
-        raise ValueError(f"net_weights must be {num_nets} non-negative integers")
-    return weights
+def _grouped_partition(reads: Reads, shared: _Hypergraph, sizes: list[int], group: int, job: dict,
+                       time_limit: float | None) -> tuple[np.ndarray, int, str]:
+    """Partition groups of `group` consecutive vertices (equal-sized, so equal group counts per part
+    are near-equal vertex counts), give every vertex its group's part, and repair the sizes exactly.
+    The partitioner's time grows with vertices and pins; a gather over 262 K programs takes it 30 s,
+    its 16 K groups under 2. Still an assignment the dies can run, so still achievable; where it
+    does worse than the dispatcher's own (v % parts), that is kept."""
+    num_vertices, num_parts = sum(sizes), len(sizes)
+    num_groups = -(-num_vertices // group)
+    coarse_net, coarse_vertex = np.divmod(_distinct(reads.net * num_groups + reads.vertex // group), num_groups)
+    coarse_hg = _shared_nets(_merge_identical(coarse_net, coarse_vertex, reads.weights, num_groups))
+    identity = np.arange(num_vertices, dtype=np.int64) % num_parts
+    if len(coarse_hg.weights):
+        coarse_part, _, chosen = _best_partition(coarse_hg, dispatcher_part_sizes(num_groups, num_parts),
+                                                 {**job, "vertices": num_groups}, time_limit)
+    else:  # every net lies within one group: any balanced assignment of whole groups fetches each once
+        coarse_part, chosen = np.arange(num_groups, dtype=np.int64) % num_parts, "whole groups round-robin"
+    part = coarse_part[np.arange(num_vertices) // group]
+    moves = _rebalance(shared, part, sizes)
+    if _fetches(shared, part, num_parts) >= _fetches(shared, identity, num_parts):
+        return identity, 0, "identity (v % parts)"
+    return part, moves, chosen
 
 
 def partition_bound(offsets: np.ndarray, nets: np.ndarray, num_nets: int, num_parts: int, *,
-                    net_weights: np.ndarray | None = None, seed: int = 0, attempts: int = 4,
-                    epsilons: tuple[float, ...] = (0.0, 0.2), preset: str = "highest_quality", threads: int = 1,
-                    time_limit: float | None = None) -> tuple[PartitionBound, np.ndarray]:
+                    net_weights: np.ndarray | None = None, **options) -> tuple[PartitionBound, np.ndarray]:
     """The achievable multi-die bound and the assignment (int64 part per vertex) that reaches it.
 
     Vertex v reads nets[offsets[v]:offsets[v + 1]] (repeats allowed); `net_weights` (default 1)
-    is what one fetch of a net costs, e.g. the number of sectors it stands for. Mt-KaHyPar runs
-    once per seed (seed, seed + 1, ...: `attempts` of them) and epsilon (imbalance allowance);
-    each result is repaired to exactly dispatcher_part_sizes and the cheapest kept: slack helps on
-    grid-like instances, none on small ones. `time_limit` (seconds) bounds Mt-KaHyPar's process.
+    is what one fetch of a net costs, e.g. the number of sectors it stands for. `options` are
+    `partition_reads`'."""
+    began = time.perf_counter()
+    return partition_reads(reduce_reads(offsets, nets, num_nets, net_weights), num_parts, began=began, **options)
+
+
+def partition_reads(reads: Reads, num_parts: int, *, seed: int = 0, attempts: int = 4,
+                    epsilons: tuple[float, ...] = (0.0, 0.2), preset: str = "highest_quality", threads: int = 1,
+                    time_limit: float | None = None, max_vertices: int = 4096,
+                    began: float | None = None) -> tuple[PartitionBound, np.ndarray]:
+    """`partition_bound` of reads already reduced (`reduce_reads`).
+
+    Mt-KaHyPar runs once per seed (seed, seed + 1, ...: `attempts` of them) and epsilon (imbalance
+    allowance); each result is repaired to exactly dispatcher_part_sizes and the cheapest kept: slack
+    helps on grid-like instances, none on small ones. `time_limit` (seconds) bounds Mt-KaHyPar's
+    process. Past `max_vertices`, consecutive vertices are partitioned in groups (`_grouped_partition`).
 
     The preset defaults to Mt-KaHyPar's slowest and best: on a 64x64 GEMM grid its "default" preset
-    does worse than the identity. Reproducible for a seed with threads=1 unless one of Mt-KaHyPar's wall-clock limits
-    trips (a refinement round past 5 s, a flow search past 8x the average and 0.1 s): the
-    "deterministic" presets are immune but ignore the seed and partition worse.
+    does worse than the identity. Reproducible for a seed with threads=1 unless one of Mt-KaHyPar's
+    wall-clock limits trips (a refinement round past 5 s, a flow search past 8x the average and
+    0.1 s): the "deterministic" presets are immune but ignore the seed and partition worse.
     """
-    began = time.perf_counter()
+    began = time.perf_counter() if began is None else began
     if preset not in PRESETS or attempts < 1 or not epsilons or min(epsilons) < 0:
         raise ValueError(f"need attempts >= 1, epsilons >= 0 and a preset of {PRESETS}, "
                          f"got {attempts}, {epsilons}, {preset!r}")
-    num_vertices = len(offsets) - 1
+    num_vertices, hg = reads.num_vertices, reads.merged
     sizes = dispatcher_part_sizes(num_vertices, num_parts)
-    net, vertex = _reader_pairs(offsets, nets, num_nets)
-    hg = _merge_identical(net, vertex, _net_weights(net_weights, num_nets), num_vertices)
     shared = _shared_nets(hg)
-    part, moves, tool, chosen = np.arange(num_vertices, dtype=np.int64) % num_parts, 0, "trivial", "trivial"
+    identity = np.arange(num_vertices, dtype=np.int64) % num_parts
+    part, moves, tool, chosen = identity, 0, "trivial", "trivial"
     if num_parts > 1 and num_vertices > num_parts and len(shared.weights):
+        group = -(-num_vertices // max_vertices)  # consecutive programs per partitioned vertex
         tool = (f"mtkahypar {_mtkahypar_version()}, preset {preset.upper()}, "
-                f"epsilons {list(epsilons)}, seeds {seed}..{seed + attempts - 1}, threads {threads}")
-        job = dict(parts=num_parts, vertices=num_vertices, threads=threads, preset=preset,
-                   epsilons=list(epsilons), seeds=list(range(seed, seed + attempts)))
-        part, moves, chosen = _best_partition(shared, sizes, job, time_limit)
-    fetches, min_fetches = _fetches(hg, part, num_parts), int(hg.weights.sum())
+                f"epsilons {list(epsilons)}, seeds {seed}..{seed + attempts - 1}, threads {threads}"
+                + (f", programs in groups of {group} consecutive ids" if group > 1 else ""))
+        job = dict(parts=num_parts, threads=threads, preset=preset, epsilons=list(epsilons),
+                   seeds=list(range(seed, seed + attempts)))
+        if group == 1:
+            part, moves, chosen = _best_partition(shared, sizes, {**job, "vertices": num_vertices}, time_limit)
+        else:
+            part, moves, chosen = _grouped_partition(reads, shared, sizes, group, job, time_limit)
+    fetches = reads.fetches(part, num_parts)
     return PartitionBound(
         vertices=num_vertices, num_parts=num_parts, part_sizes=sizes, fetches=fetches,
-        min_fetches=min_fetches, km1=fetches - min_fetches, nets=len(_distinct(net)),
-        distinct_nets=len(hg.weights), pins=len(net), seconds=time.perf_counter() - began,
+        min_fetches=reads.min_fetches, km1=fetches - reads.min_fetches, nets=reads.distinct_nets,
+        distinct_nets=len(hg.weights), pins=len(reads.net), seconds=time.perf_counter() - began,
         tool=tool, chosen=chosen, rebalanced_moves=moves,
     ), part
