@@ -157,12 +157,13 @@ def test_a_bench_stopped_part_way_keeps_the_kernels_it_finished(tmp_path, monkey
     kernels = [_small_copy(tmp_path, "transpose"), _small_copy(tmp_path, "softmax")]
     with pytest.raises(KeyboardInterrupt):
         run_bench(BenchRequest(kernels=kernels, hardware="mi300x", iterations=1, runs_dir=tmp_path / "runs",
-                               out=tmp_path / "out", other_sizes=["nosuch"]), Console(file=io.StringIO()))
+                               out=tmp_path / "out", other_sizes=["small"]), Console(file=io.StringIO()))
     report = BenchReport.model_validate_json((tmp_path / "out" / "bench.json").read_text())
     assert not report.complete and report.kernels_planned == 2 and report.kernels == finished
-    assert report.kernels[0].kernel == "transpose" and report.kernels[0].other_sizes == []  # tiny not asked for
+    # small is the run's own size: no other size asked for (tiny is not)
+    assert report.kernels[0].kernel == "transpose" and report.kernels[0].other_sizes == []
     markdown = (tmp_path / "out" / "bench.md").read_text()
-    assert "PARTIAL: 1 of 2 kernels finished so far." in markdown and "Other sizes limited to nosuch." in markdown
+    assert "PARTIAL: 1 of 2 kernels finished so far." in markdown and "Other sizes limited to small." in markdown
     assert _table_row(markdown, "transpose")[0] == "transpose" and "| softmax |" not in markdown
 
     # a terminal 80 columns wide gets the numbers whole, not folded into slivers
