@@ -14,6 +14,7 @@ report, not an exception: the loop records it and moves on.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -164,6 +165,9 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
     def failed(reason: str) -> CorrectnessReport:
         return CorrectnessReport.from_cases(kernel, [], **settings, seconds=time.perf_counter() - t0, failure=reason)
 
+    over = _over_budget(kernel, remap_source, sizes, seeds, int(num_xcds)) if device == "cpu" else None
+    if over is not None:
+        return failed(over)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-correctness-") as tmp:
         spliced = Path(tmp) / kernel.path.name
         spliced.write_text(kernel.with_hook(remap_source))
@@ -197,6 +201,21 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
             if case.error is not None:
                 case.error += f"; reproduce with: {user_errors.check_command(kernel.path, case.size, case.seed)}"
     return CorrectnessReport.from_cases(kernel, cases, **settings, seconds=time.perf_counter() - t0)
+
+
+def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds, num_xcds: int) -> str | None:
+    """Why the hook is too much work for the CPU interpreter (swizzleperf.work), counted before it runs."""
+    from swizzleperf.remap import static_check
+    from swizzleperf.work import INTERPRETER_WORK, require_work
+
+    try:
+        fn = static_check(remap_source, kernel.hook)
+        programs = sum(math.prod(kernel.grid(size)) for size in sizes) * max(1, len(seeds))
+        require_work(fn, {name: num_xcds for name in kernel.hook.constexprs}, programs, INTERPRETER_WORK,
+                     "correctness", "the correctness runs in the CPU interpreter")
+    except RemapRejected as exc:
+        return exc.reason
+    return None
 
 
 def _file_map(kernel: KernelFile, remap_source: str) -> FileMap:

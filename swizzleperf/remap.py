@@ -595,10 +595,14 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
     """Evaluate the remap on every grid in a child process and check it is one-to-one and in range;
     then (`prove`) the z3 proof for every grid size, whose counterexample is a failure too.
 
-    Static-check failures raise RemapRejected; everything after (an evaluation error, a
-    collision, a child past its time limit) is a failed report, so the loop can record it.
+    Static-check failures and counted work over the budget (swizzleperf.work) raise
+    RemapRejected; everything after (an evaluation error, a collision, a child past its time
+    limit) is a failed report, so the loop can record it.
     """
-    static_check(source, hook)
+    fn = static_check(source, hook)
+    from swizzleperf.work import BIJECTIVITY_WORK, programs_of, require_work
+
+    require_work(fn, constexprs, programs_of(grids), BIJECTIVITY_WORK, "bijectivity", "the sampled grids")
     t0 = time.perf_counter()
     checked: list[tuple[int, ...]] = []
     failure = None
