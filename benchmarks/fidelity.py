@@ -24,13 +24,23 @@ SUITE = ("softmax", "gemm", "transpose", "layernorm", "attention", "elementwise"
 SIZE_OVERRIDES = {"attention": "mha64_4k"}
 
 
+OUTSIDE = ("colsum", "gemv_batched")  # benchmarks/outside_suite: patterns the model was not built around
+
+
+def _kernel_path(name: str) -> Path:
+    """A suite kernel, or one of benchmarks/outside_suite, or a path."""
+    if name.endswith(".py"):
+        return Path(name)
+    suite = ROOT / "kernels" / f"{name}.py"
+    return suite if suite.exists() else ROOT / "benchmarks" / "outside_suite" / f"{name}.py"
+
+
 def _kernels(names: list[str]):
     from swizzleperf.kernel import load_kernel
 
     found = []
     for name in names:
-        path = Path(name) if name.endswith(".py") else ROOT / "kernels" / f"{name}.py"
-        kernel = load_kernel(path)
+        kernel = load_kernel(_kernel_path(name))
         found.append((kernel, SIZE_OVERRIDES.get(kernel.name, kernel.default_size)))
     return found
 
@@ -74,7 +84,7 @@ def cmd_compare(args) -> int:
     for record in measurement.kernels:
         if record.error or (args.kernels and record.kernel not in args.kernels):
             continue
-        kernel = load_kernel(ROOT / "kernels" / f"{record.kernel}.py")
+        kernel = load_kernel(_kernel_path(record.kernel))
         result = compare_kernel(kernel, record, hw)
         print(f"\n{record.kernel} ({record.size}): {result.hardware.programs_per_cu} programs/SM, "
               f"L1 {result.hardware.l1_bytes_per_cu // 1024} KB")
@@ -125,7 +135,8 @@ def main() -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measure", help="profile the remaps with ncu (needs an NVIDIA GPU)")
     m.add_argument("out")
-    m.add_argument("--kernels", nargs="+", default=list(SUITE))
+    m.add_argument("--kernels", nargs="+", default=list(SUITE),
+                   help=f"suite kernels, paths, or the kernels outside the suite: {', '.join(OUTSIDE)}")
     m.add_argument("--extra-metrics", nargs="*", default=[],
                    help="more ncu metrics to record beside the standard set (unknown ones are dropped and listed)")
     c = sub.add_parser("compare", help="simulate the measured remaps and compare (no GPU needed)")
