@@ -46,27 +46,33 @@ def l1_chase_kernel(chain_ptr, out_ptr, start, N: tl.constexpr):
     tl.store(out_ptr, idx)
 
 
-def chain(lines: int, seed: int) -> tuple[torch.Tensor, int]:
-    """A buffer in which `lines` random distinct lines form one random cycle (each line's first int
-    holds the index of the next line's first int)."""
+def chain(lines: int, seed: int, stride: int = 0) -> tuple[torch.Tensor, int]:
+    """A buffer in which `lines` distinct lines form one cycle (each line's first int holds the index
+    of the next line's first int): random lines in random order, or (`stride` > 0) lines 0, stride,
+    2 stride, ... in that order, the regular pattern of a stencil's rows."""
     rng = np.random.default_rng(seed)
-    chosen = rng.choice(REGION_LINES, size=lines, replace=False)
-    buf = np.zeros(REGION_LINES * LINE_INTS, dtype=np.int32)
+    chosen = (np.arange(lines) * stride if stride else rng.choice(REGION_LINES, size=lines, replace=False))
+    buf = np.zeros(max(REGION_LINES, int(chosen.max()) + 1) * LINE_INTS, dtype=np.int32)
     buf[chosen * LINE_INTS] = np.roll(chosen, -1) * LINE_INTS
     return torch.from_numpy(buf).cuda(), int(chosen[0] * LINE_INTS)
 
 
+STRIDES = (1, 2, 3, 32, 128, 1024)  # in lines; 128 lines = 16 KB, a 4096-float row
+STRIDE_COUNTS = (1024, 1536, 1792, 2048)
+
+
 def child() -> None:
-    """Under ncu: one launch per (line count, seed), in that order."""
+    """Under ncu: one launch per (line count, seed), then per (stride, line count), in that order."""
     out = torch.zeros(1, dtype=torch.int32, device="cuda")
-    for lines in LINE_COUNTS:
-        for seed in SEEDS:
-            buf, start = chain(lines, seed)
-            l1_chase_kernel[(1,)](buf, out, start, N=lines, num_warps=1)
-            torch.cuda.synchronize()
+    runs = [(lines, seed, 0) for lines in LINE_COUNTS for seed in SEEDS]
+    runs += [(lines, 0, stride) for stride in STRIDES for lines in STRIDE_COUNTS]
+    for lines, seed, stride in runs:
+        buf, start = chain(lines, seed, stride)
+        l1_chase_kernel[(1,)](buf, out, start, N=lines, num_warps=1)
+        torch.cuda.synchronize()
 
 
-def measure() -> dict[int, list[float]]:
+def measure() -> tuple[dict[int, list[float]], dict[tuple[int, int], float]]:
     """Second-walk L1 hit fraction per line count and seed: the walk's L1 hits / lines (the first walk
     touches distinct lines, so it cannot hit)."""
     root = Path(__file__).resolve().parents[1]
@@ -86,7 +92,12 @@ def measure() -> dict[int, list[float]]:
             assert m[L1_HIT] + m[L1_MISS] == 2 * lines, (lines, m)
             fractions.append(m[L1_HIT] / lines)
         measured[lines] = fractions
-    return measured
+    strided = {}
+    for stride in STRIDES:
+        for lines in STRIDE_COUNTS:
+            m = next(runs).metrics
+            strided[(stride, lines)] = m[L1_HIT] / lines
+    return measured, strided
 
 
 def predicted_hits(lines: int, capacity_lines: int, ways: int, seed: int = 0, trials: int = 20) -> float:
@@ -103,7 +114,10 @@ def predicted_hits(lines: int, capacity_lines: int, ways: int, seed: int = 0, tr
 
 
 def main(out: str) -> int:
-    measured = measure()
+    measured, strided = measure()
+    print("regular strides (lines apart), second-walk hit fraction:")
+    for stride in STRIDES:
+        print(f"  stride {stride:5d}: " + "  ".join(f"{n} lines {strided[(stride, n)]:.3f}" for n in STRIDE_COUNTS))
     capacity = 224 * 1024 // 128  # the L1 left by the 32 KB carve-out a kernel without shared memory gets
     predicted = {str(w or "full"): {n: predicted_hits(n, capacity, w) for n in LINE_COUNTS} for w in WAYS}
     print(f"{'lines':>6} {'KB':>5} {'measured':>9} " + " ".join(f"{w + '-way':>9}" for w in predicted))
@@ -114,7 +128,8 @@ def main(out: str) -> int:
     print("mean |predicted - measured|: " + ", ".join(f"{w}-way {e:.3f}" for w, e in error.items()))
     json.dump({"device": torch.cuda.get_device_name(0), "capacity_lines": capacity,
                "measured": {str(n): v for n, v in measured.items()}, "predicted": predicted,
-               "mean_abs_error": error}, open(out, "w"), indent=1)
+               "mean_abs_error": error,
+               "strided": {f"{stride}x{n}": v for (stride, n), v in strided.items()}}, open(out, "w"), indent=1)
     return 0
 
 
