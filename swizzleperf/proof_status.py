@@ -31,8 +31,8 @@ def proof_die_counts(constexprs: dict[str, int]) -> list[int]:
 
 
 def prove_remap(source: str, hook: HookSignature, constexprs: dict[str, int],
-                limit_s: float = PROOF_LIMIT_S) -> ProofVerdict | None:
-    """The hook's proof verdict (in a confined child), or None without z3."""
+                limit_s: float = PROOF_LIMIT_S, in_child: bool = True) -> ProofVerdict | None:
+    """The hook's proof verdict (in a confined child unless told otherwise), or None without z3."""
     if not z3_installed():
         return None
     dies = tuple(proof_die_counts(constexprs))
@@ -40,7 +40,7 @@ def prove_remap(source: str, hook: HookSignature, constexprs: dict[str, int],
     if key not in _cache:
         if len(_cache) >= _CACHE_ENTRIES:
             _cache.pop(next(iter(_cache)))
-        _cache[key] = prove_bijective(source, hook, die_counts=dies, time_limit_s=limit_s)
+        _cache[key] = prove_bijective(source, hook, die_counts=dies, time_limit_s=limit_s, in_child=in_child)
     return _cache[key]
 
 

@@ -590,10 +590,27 @@ def _evaluate_in_child(source: str, hook: HookSignature, grids: list[tuple[int, 
     return arrays, result.value.get("rejected")
 
 
+def _evaluate_here(fn: ast.FunctionDef, hook: HookSignature, grids: list[tuple[int, ...]],
+                   constexprs: dict[str, int]):
+    """_evaluate_in_child's result, computed in this process (bounded by the counted work)."""
+    from swizzleperf.remap_eval import evaluate_checked
+
+    arrays = []
+    for grid in grids:
+        try:
+            arrays.append(evaluate_checked(fn, hook, grid, constexprs))
+        except RemapRejected as exc:
+            return arrays, {"grid": list(grid), "reason": exc.reason}
+    return arrays, None
+
+
 def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...]],
-                    constexprs: dict[str, int], timeout: float = 30.0, prove: bool = True) -> BijectivityReport:
+                    constexprs: dict[str, int], timeout: float = 30.0, prove: bool = True,
+                    isolate: bool = True) -> BijectivityReport:
     """Evaluate the remap on every grid in a child process and check it is one-to-one and in range;
     then (`prove`) the z3 proof for every grid size, whose counterexample is a failure too.
+    `isolate=False` evaluates and proves in this process: nothing is executed either way and the
+    counted work bounds the evaluation, but only a child bounds memory and the solver's time.
 
     Static-check failures and counted work over the budget (swizzleperf.work) raise
     RemapRejected; everything after (an evaluation error, a collision, a child past its time
@@ -607,7 +624,8 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
     checked: list[tuple[int, ...]] = []
     failure = None
     try:
-        arrays, rejected = _evaluate_in_child(source, hook, grids, constexprs, timeout, "the bijectivity check")
+        arrays, rejected = _evaluate_in_child(source, hook, grids, constexprs, timeout, "the bijectivity check") \
+            if isolate else _evaluate_here(fn, hook, grids, constexprs)
     except ChildSetupError:
         raise  # the installation's fault, not the candidate's
     except SandboxError as exc:
@@ -625,14 +643,14 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
                                      message=f"grid {_format_grid(grid)}: {rejected['reason']}")
     report = BijectivityReport(hook=hook.render(), constexprs=dict(constexprs), grids=checked, failure=failure,
                                seconds=time.perf_counter() - t0)
-    return with_proof(report, source, hook) if prove and failure is None else report
+    return with_proof(report, source, hook, isolate) if prove and failure is None else report
 
 
-def with_proof(report: BijectivityReport, source: str, hook: HookSignature) -> BijectivityReport:
+def with_proof(report: BijectivityReport, source: str, hook: HookSignature, isolate: bool = True) -> BijectivityReport:
     """The sampled report with the proof's verdict; a counterexample becomes its failure."""
     from swizzleperf.proof_status import proof_sentence, prove_remap
 
-    verdict = prove_remap(source, hook, report.constexprs)
+    verdict = prove_remap(source, hook, report.constexprs, in_child=isolate)
     update = {"proof": verdict, "proof_text": proof_sentence(verdict, len(report.grids)),
               "seconds": report.seconds + (verdict.seconds if verdict else 0.0)}
     if verdict is not None and verdict.counterexample is not None:
