@@ -1,0 +1,175 @@
+"""FlashAttention-2 forward, persistent: a fixed number of programs loop over the Q tiles (issue 16).
+
+The first piece of the sawtooth work, not yet a kernel of the suite: swizzleperf's contract, checks
+and simulator know one hook and one program per tile; this kernel has two hooks and a grid of
+resident programs, which they do not handle yet. It is here so that its correctness and its speed
+against kernels/attention.py can be measured now (`python benchmarks/persistent/attention_persistent.py`
+checks it on the CPU interpreter or the GPU; `benchmarks/persistent/bench_persistent.py` times it).
+
+Same math and layout as kernels/attention.py (q (B, H, S, D), k and v (B, H_KV, S, D), GQA when
+H_KV < H, causal or not, fp32 statistics). Program p of G runs tiles p, p + G, p + 2G, ... (its
+local tiles 0, 1, 2, ...); the remap hook `swizzle` maps a tile slot to (q_block, batch, head) as
+the non-persistent kernel's hook maps a program id. The loop-order hook `kv_order` picks which K/V
+block a tile folds in at each step of its scan: the identity is the cyclic scan (forward every
+time); the sawtooth scans backward on odd local tiles, so a scan starts on the blocks the previous
+one just left in the L2 (Zhu, Pan, Ding, "Sawtooth Wavefront Reordering").
+
+A backward causal scan starts at the diagonal block, where the first rows of the tile see no key
+at all: the online softmax's running maximum stays -inf there, and exp2(-inf - -inf) is NaN. The
+exponent's base is therefore 0 while a row's maximum is -inf (its p and its correction are then 0).
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def swizzle(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):
+    """Tile slot -> (q_block, batch_index, head); block-first, as kernels/attention.py."""
+    per_q_block = batch_size * num_heads
+    return tile // per_q_block, (tile // num_heads) % batch_size, tile % num_heads
+
+
+@triton.jit
+def kv_order(step, n_steps, local_tile, NUM_XCDS: tl.constexpr):
+    """Step of a tile's K/V scan -> K/V block to fold in (a permutation of [0, n_steps)): cyclic."""
+    return step
+
+
+@triton.jit
+def sawtooth(step, n_steps, local_tile, NUM_XCDS: tl.constexpr):
+    """Forward on even local tiles, backward on odd ones."""
+    return tl.where(local_tile % 2 == 0, step, n_steps - 1 - step)
+
+
+@triton.jit
+def _fold(acc, l_i, m_i, q, k, v, qk_scale, visible):
+    """One K/V block into the running (acc, l_i, m_i); scores where not `visible` are -inf."""
+    s = tl.where(visible, tl.dot(q, k), float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    base = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, no NaN
+    p = tl.math.exp2(s * qk_scale - base[:, None])
+    alpha = tl.math.exp2(m_i - base)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, l_i, m_new
+
+
+@triton.jit
+def attention_persistent_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr,
+    stride_qb, stride_qh, stride_qs, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_ob, stride_oh, stride_os, stride_od,
+    batch_size, num_heads, heads_per_kv, seq_len, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+    SAWTOOTH: tl.constexpr, NUM_XCDS: tl.constexpr,
+):
+    pid, programs = tl.program_id(0), tl.num_programs(0)
+    num_q_blocks = tl.cdiv(seq_len, BLOCK_M)
+    num_tiles = num_q_blocks * batch_size * num_heads
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    for local in range(0, tl.cdiv(num_tiles - pid, programs)):
+        q_block, batch_index, head = swizzle(pid + local * programs, num_q_blocks, batch_size, num_heads, NUM_XCDS)
+        kv_head = head // heads_per_kv
+        offs_m = q_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        in_grid = (head < num_heads) & (batch_index < batch_size)
+        rows_ok = offs_m < tl.where(in_grid, seq_len, 0)
+        q_base = q_ptr + batch_index.to(tl.int64) * stride_qb + head.to(tl.int64) * stride_qh
+        k_base = k_ptr + batch_index.to(tl.int64) * stride_kb + kv_head.to(tl.int64) * stride_kh
+        v_base = v_ptr + batch_index.to(tl.int64) * stride_vb + kv_head.to(tl.int64) * stride_vh
+        q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_d[None, :] * stride_qd, mask=rows_ok[:, None],
+                    other=0.0)
+        acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+        l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+        stop = seq_len  # keys [0, stop) are attended
+        if CAUSAL:
+            stop = tl.minimum((q_block + 1) * BLOCK_M, seq_len)
+        n_steps = tl.where(in_grid, tl.cdiv(stop, BLOCK_N), 0)
+        for step in range(0, n_steps):
+            if SAWTOOTH:
+                block = sawtooth(step, n_steps, local, NUM_XCDS)
+            else:
+                block = kv_order(step, n_steps, local, NUM_XCDS)
+            cols = block * BLOCK_N + offs_n
+            in_seq = cols < seq_len
+            visible = in_seq[None, :]
+            if CAUSAL:
+                visible = visible & (offs_m[:, None] >= cols[None, :])
+            # one masked path for every block (no branch on the block): a branch in the loop body
+            # stops Triton from pipelining the K/V loads, which cost 35-40 % on an H100
+            k = tl.load(k_base + cols[None, :] * stride_ks + offs_d[:, None] * stride_kd, mask=in_seq[None, :],
+                        other=0.0)
+            v = tl.load(v_base + cols[:, None] * stride_vs + offs_d[None, :] * stride_vd, mask=in_seq[:, None],
+                        other=0.0)
+            acc, l_i, m_i = _fold(acc, l_i, m_i, q, k, v, qk_scale, visible)
+        out = acc / l_i[:, None]
+        o_base = o_ptr + batch_index.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
+        tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,
+                 out.to(o_ptr.dtype.element_ty), mask=rows_ok[:, None])
+
+
+BLOCK_M, BLOCK_N = 128, 64
+
+
+def resident_programs(dim: int) -> int:
+    """Programs that fit at once: one per SM at D = 128 (as kernels/attention.py), else two."""
+    if not torch.cuda.is_available():
+        return 8  # the CPU interpreter: a few, so that every program runs several tiles
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    return sms * (1 if dim >= 128 else 2)
+
+
+def attention_persistent(q, k, v, causal: bool, sawtooth_order: bool = False, programs: int | None = None,
+                         num_xcds: int = 8, out=None):
+    batch, heads, seq, dim = q.shape
+    kv_heads = k.shape[1]
+    assert k.shape == v.shape == (batch, kv_heads, seq, dim) and heads % kv_heads == 0
+    o = torch.empty_like(q) if out is None else out
+    tiles = triton.cdiv(seq, BLOCK_M) * batch * heads
+    grid = (min(tiles, programs or resident_programs(dim)),)
+    attention_persistent_kernel[grid](
+        q, k, v, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        batch, heads, heads // kv_heads, seq, math.log2(math.e) / math.sqrt(dim),
+        HEAD_DIM=dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal, SAWTOOTH=sawtooth_order, NUM_XCDS=num_xcds,
+        num_warps=8 if dim >= 64 else 4,
+    )
+    return o
+
+
+def _reference(q, k, v, causal: bool) -> torch.Tensor:
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.float().repeat_interleave(group, dim=1) for t in (k, v))
+    scores = (q.float() @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        seq = q.shape[2]
+        scores = scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+CHECKS = [  # (batch, heads, kv_heads, seq, head_dim, causal): ragged, GQA, causal and not
+    (1, 4, 2, 300, 16, True), (2, 4, 4, 200, 32, False), (1, 2, 1, 257, 16, True),
+]
+
+if __name__ == "__main__":
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.float16
+    checks = CHECKS + ([(1, 8, 8, 4096, 128, True), (1, 8, 8, 4096, 128, False)] if device == "cuda" else [])
+    for batch, heads, kv_heads, seq, dim, causal in checks:
+        gen = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(batch, h, seq, dim, generator=gen).to(dtype).to(device)
+                   for h in (heads, kv_heads, kv_heads))
+        expected = _reference(q, k, v, causal)
+        for order in (False, True):
+            o = attention_persistent(q, k, v, causal, sawtooth_order=order, programs=None if device == "cuda" else 5)
+            error = (o.float() - expected).abs().max().item()
+            assert not torch.isnan(o).any(), "NaN in the output"
+            torch.testing.assert_close(o.float(), expected, atol=4e-3, rtol=8e-3)
+            print(f"B={batch} H={heads} H_KV={kv_heads} S={seq} D={dim} causal={causal} "
+                  f"{'sawtooth' if order else 'cyclic'}: ok (max abs error {error:.1e})")
