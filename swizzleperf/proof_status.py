@@ -53,6 +53,9 @@ def proof_sentence(verdict: ProofVerdict | None, grids_tested: int) -> str:
                 f"die counts {', '.join(map(str, verdict.die_counts))})")
     if verdict.status == "counterexample":
         return verdict.message
+    if verdict.proven_max_programs:
+        return (f"proven bijective for every grid of up to {verdict.proven_max_programs:,} programs (z3); on larger "
+                f"grids an int32 intermediate wraps: {verdict.reason}")
     return f"not proven for all grid sizes within the time budget ({verdict.reason}); tested on {grids_tested} grids"
 
 
@@ -61,6 +64,8 @@ def proof_tag(data: dict) -> str:
     verdict, grids = data.get("proof"), len(data.get("grids", []))
     if verdict is not None and verdict.get("status") == "proven":
         return "proven for all grid sizes (z3)"
+    if verdict is not None and verdict.get("proven_max_programs"):
+        return f"proven for grids of up to {verdict['proven_max_programs']:,} programs (z3; int32 wraps beyond)"
     if verdict is not None:
         return f"not proven for all grid sizes; tested on {grids} grids"
     return f"tested on {grids} grids (no z3)" if "proof_text" in data else f"tested on {grids} grids"
@@ -71,6 +76,9 @@ def docstring_line(verdict: dict | None, grids: list, asked: bool = True) -> str
     `asked`: whether a proof was attempted (records from before the prover have none)."""
     if verdict is not None and verdict.get("status") == "proven":
         return f"Proven bijective for all grid sizes (z3), die counts {', '.join(map(str, verdict['die_counts']))}."
+    if verdict is not None and verdict.get("proven_max_programs"):
+        return (f"Proven bijective for every grid of up to {verdict['proven_max_programs']:,} programs (z3); an "
+                f"int32 intermediate wraps on larger grids.")
     tested = ", ".join("x".join(map(str, g)) for g in grids)
     if not asked:
         return f"Proven bijective on grids: {tested}."

@@ -217,20 +217,23 @@ WRAPPING_XCD = hook('''
 ''')
 
 
-def test_xcd_contiguous_written_with_count_plus_n_minus_1_is_not_a_bijection_where_int32_wraps():
-    """For grids within N of 2**31, `count + N - 1` wraps; the family's (count - 1) // N + 1 does not."""
+def test_an_int32_wrap_near_2_pow_31_limits_the_proof_rather_than_refuting_the_remap():
+    """For grids within N of 2**31, `count + N - 1` wraps (the family's (count - 1) // N + 1 does
+    not): the verdict says where it wraps and proves the grids below it."""
     verdict = prove(WRAPPING_XCD)
-    assert verdict.status == "counterexample", verdict.message
-    cex = verdict.counterexample
-    (count,), n = cex.grid, cex.constexprs["NUM_XCDS"]
-    assert count > INT32_MAX - n
-    results = [xcd_contiguous_py(p, count, n) for p in cex.programs]
-    if cex.kind == "out_of_range":
-        assert results == [cex.logical[0]] and not 0 <= results[0] < count
-    else:
-        assert results[0] == results[1] == cex.logical[0]
+    assert verdict.status == "unknown" and verdict.unknown_kind == "overflow", verdict.message
+    assert "line 6 (`q = (num_pids + NUM_XCDS - 1) // NUM_XCDS`) leaves its integer type's range" in verdict.reason
+    count = int(verdict.reason.split("of grid (")[1].split(",)")[0])
+    assert count > INT32_MAX - 16
+    assert verdict.proven_max_programs == 2 ** 30 - 1
     assert prove(WRAPPING_XCD, max_programs=INT32_MAX - 16).status == "proven"
     assert prove(FAMILIES["xcd_contiguous"](H1)).status == "proven"
+
+
+def test_a_collision_reached_through_a_wrap_is_not_a_counterexample_but_a_limit():
+    """`pid * 2` wraps past 2**30 programs and collides there: proven below, limited above."""
+    verdict = prove(hook("return tl.where(num_pids > 1073741824, (pid * 2) % num_pids, pid)"))
+    assert verdict.unknown_kind == "overflow" and verdict.proven_max_programs == 2 ** 30 - 1, verdict.message
 
 
 # --- Triton's semantics ------------------------------------------------------------------------

@@ -114,5 +114,4 @@ def overflow_text(run: Run, constexprs: dict[str, int], source_lines: list[str])
     line = event.node[0]
     text = source_lines[line - 1].strip() if 0 < line <= len(source_lines) else "?"
     return (f"line {line} (`{text}`) leaves its integer type's range (the value {event.detail.lstrip('= ')} wraps) "
-            f"for program {run.pid} of grid {_grid_text(run.grid)} with {_dies_text(constexprs)}, where the remap "
-            f"still maps into the grid; the proof needs arithmetic that does not wrap")
+            f"for program {run.pid} of grid {_grid_text(run.grid)} with {_dies_text(constexprs)}")

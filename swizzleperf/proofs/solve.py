@@ -216,7 +216,7 @@ class Prover:
                 return Outcome(unknown_kind="unsupported", reason=poison)
             found = found or concrete.out_of_range(run, self.constexprs)
             if found is not None:
-                return Outcome(counterexample=found)
+                return self.refuted(found, run)
             negative = {e.node for e in run.events if e.kind == "negative_dividend"} - self.signed
             if self.domain.kind == "int" and run.first(("overflow",)) is not None:
                 return Outcome(unknown_kind="overflow", overflow_total=run.total,
@@ -226,6 +226,16 @@ class Prover:
                                                             f"{run.pid}) does not reproduce when evaluated")
             self.signed |= negative
         return Outcome(unknown_kind="error", reason=f"more than {MAX_REFINEMENTS} divisions take negative dividends")
+
+    def refuted(self, found: Counterexample, *runs: concrete.Run) -> Outcome:
+        """A counterexample, unless an int32 intermediate wrapped on the way to it: then the hook is
+        limited by its integer range rather than wrong by design (`(G + N - 1) // N` near 2**31),
+        and the caller proves it on the grids below that ("overflow", with the domain proven)."""
+        wrapped = next((run for run in runs if run.first(("overflow",)) is not None), None)
+        if wrapped is None:
+            return Outcome(counterexample=found)
+        return Outcome(unknown_kind="overflow", overflow_total=wrapped.total,
+                       reason=concrete.overflow_text(wrapped, self.constexprs, self.lines))
 
     def stages(self, copy: Copy) -> list[list]:
         """Per top-level statement, the conditions under which it breaks; the range check last."""
@@ -302,9 +312,10 @@ class Prover:
             return Outcome(proven=True)
         if model is UNDECIDED or generalize:
             return None
-        found = concrete.collision(self.evaluate(model, "pid_a"), self.evaluate(model, "pid_b"), self.constexprs)
+        runs = self.evaluate(model, "pid_a"), self.evaluate(model, "pid_b")
+        found = concrete.collision(*runs, self.constexprs)
         if found is not None:
-            return Outcome(counterexample=found)
+            return self.refuted(found, *runs)
         if targets_a is a.outputs:
             return Outcome(unknown_kind="error", reason="internal: a collision z3 found does not reproduce when "
                                                         "evaluated")
