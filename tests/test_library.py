@@ -61,7 +61,9 @@ def test_export_writes_an_importable_package_with_provenance(softmax_run, librar
     assert "L2 hit (reads and writes)" in older.summary()
     assert entry.run_id == run.record.run_id and entry.params == ["pid", "num_pids", "NUM_XCDS"]
     assert [64 * 4] in entry.proven_grids and [97] in entry.proven_grids  # declared and extra grids checked
+    assert entry.proof.startswith("proven bijective for all grid sizes (z3: every grid of up to 2,147,483,647")
     module = (library.root / "softmax_rows_mi300x.py").read_text()
+    assert "Proven bijective for all grid sizes (z3), die counts 1, 2, 4, 8, 16." in module
     assert "def softmax_rows_mi300x(pid, num_pids, NUM_XCDS: tl.constexpr):" in module
     assert f"run {run.record.run_id}" in module and "predicted (simulator)" in module
     assert "from .softmax_rows_mi300x import softmax_rows_mi300x" in (library.root / "__init__.py").read_text()

@@ -70,11 +70,13 @@ def test_optimize_writes_a_complete_run_and_leaves_the_kernel_alone(small_softma
 
     remap = (run.path / "best" / "remap.py").read_text()
     assert "@triton.jit" in remap and f"run {run.record.run_id}" in remap and "predicted (simulator)" in remap
-    assert "ceiling" in remap and "Proven bijective on grids" in remap
+    assert "ceiling" in remap and "Proven bijective for all grid sizes (z3), die counts 1, 2, 4, 8, 16." in remap
     applied = (run.path / "best" / "softmax.py").read_text()
     assert applied != small_softmax.read_text() and "def softmax_kernel(" in applied
     report = (run.path / "report.md").read_text()
     assert f"**Best: `{best.family}`" in report and "| 3 | search |" in report
+    assert "Bijectivity of the best remap: proven bijective for all grid sizes (z3: every grid of up to " in report
+    assert "| ok; proven for all grid sizes (z3) |" in report
     assert f"Bounds: ceiling {best.report.ceiling_pct:.2f}%" in report and "achievable" in report
     assert "Where the best remap puts programs: die 0 of 8 runs logical programs" in report
     # the simulator says what the achievable bound's assignment groups; tiles.png and report.md show it only

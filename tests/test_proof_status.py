@@ -1,0 +1,66 @@
+"""What the bijectivity stage says beyond the sampled grids (swizzleperf.proof_status), with and
+without z3: the sentence check prints and attempts record, the docstring line of best/remap.py,
+and the row tag of report.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from swizzleperf import proof_status
+from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs import Counterexample, ProofVerdict
+from swizzleperf.remap import check_bijective
+
+H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
+IDENTITY = "@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return pid\n"
+BASE = dict(hook=H1.render(), die_counts=[1, 2, 4, 8, 16], time_limit_s=2.0, seconds=0.1)
+PROVEN = ProofVerdict(status="proven", proven_die_counts=[1, 2, 4, 8, 16], **BASE)
+TIMEOUT = ProofVerdict(status="unknown", unknown_kind="timeout", reason="z3 could not decide X", **BASE)
+LIMITED = ProofVerdict(status="unknown", unknown_kind="overflow", reason="line 6 wraps", proven_max_programs=1023,
+                       **BASE)
+REFUTED = ProofVerdict(status="counterexample", **BASE, counterexample=Counterexample(
+    kind="collision", grid=(9,), constexprs={"NUM_XCDS": 2}, programs=[0, 1], logical=(0,), message="grid (9,): x"))
+
+
+@pytest.mark.parametrize("verdict, sentence, line, tag", [
+    (PROVEN, "proven bijective for all grid sizes (z3: every grid of up to 2,147,483,647 programs, die counts 1, 2, "
+             "4, 8, 16)", "Proven bijective for all grid sizes (z3), die counts 1, 2, 4, 8, 16.",
+     "proven for all grid sizes (z3)"),
+    (TIMEOUT, "not proven for all grid sizes within the time budget (z3 could not decide X); tested on 3 grids",
+     "Tested bijective on grids: 7, 2x3 (not proven for all grid sizes within the time budget).",
+     "not proven for all grid sizes; tested on 2 grids"),
+    (LIMITED, "proven bijective for every grid of up to 1,023 programs (z3); on larger grids an int32 intermediate "
+              "wraps: line 6 wraps", "Proven bijective for every grid of up to 1,023 programs (z3); an int32 "
+                                     "intermediate wraps on larger grids.",
+     "proven for grids of up to 1,023 programs (z3; int32 wraps beyond)"),
+    (None, "tested on 3 grids; install swizzleperf[proofs] to prove for all grid sizes",
+     "Tested bijective on grids: 7, 2x3 (install swizzleperf[proofs] to prove for all grid sizes).",
+     "tested on 2 grids (no z3)"),
+])
+def test_each_verdict_in_a_sentence_a_docstring_line_and_a_report_tag(verdict, sentence, line, tag):
+    recorded = verdict.model_dump(mode="json") if verdict else None
+    assert proof_status.proof_sentence(verdict, 3) == sentence
+    assert proof_status.docstring_line(recorded, [[7], [2, 3]]) == line
+    assert proof_status.proof_tag({"proof": recorded, "grids": [[7], [2, 3]], "proof_text": sentence}) == tag
+
+
+def test_a_counterexample_is_its_own_message():
+    assert proof_status.proof_sentence(REFUTED, 3) == "not a bijection: grid (9,): x"
+
+
+def test_records_from_before_the_prover_keep_their_old_line():
+    assert proof_status.docstring_line(None, [[7]], asked=False) == "Proven bijective on grids: 7."
+    assert proof_status.proof_tag({"grids": [[7]]}) == "tested on 1 grids"
+
+
+def test_without_z3_the_sampled_check_still_runs_and_says_how_to_prove(monkeypatch):
+    monkeypatch.setattr(proof_status, "z3_installed", lambda: False)
+    report = check_bijective(IDENTITY, H1, [(5,), (64,)], {"NUM_XCDS": 8}, isolate=False)
+    assert report.ok and report.proof is None
+    assert report.message == ("bijective on all 2 grids ((5,), (64,)); tested on 2 grids; install swizzleperf[proofs] "
+                              "to prove for all grid sizes")
+
+
+def test_the_die_counts_proven_are_the_presets_and_the_runs_own():
+    assert proof_status.proof_die_counts({"NUM_XCDS": 8}) == [1, 2, 4, 8, 16]
+    assert proof_status.proof_die_counts({"NUM_XCDS": 6}) == [1, 2, 4, 6, 8, 16]
