@@ -22,183 +22,28 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from swizzleperf.errors import HardwareSpecError, TraceCaptureError
 from swizzleperf.hardware import MiB, HardwareSpec
 from swizzleperf.report import BottleneckReport, DomainStats
-from swizzleperf.sim.cache import HASH, CacheGeometry, first_touch, home_partition, lookup, mix64, set_of
-from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, prepare  # noqa: F401 (part of the engine's API)
+from swizzleperf.sim import settings
+from swizzleperf.sim.cache import CacheGeometry
+from swizzleperf.sim.chunks import MemoryRuns, replay_domain
 from swizzleperf.sim.dispatch import as_permutation, domain_queues, simulated_domains
+from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, prepare  # noqa: F401 (part of the engine's API)
+from swizzleperf.sim.replay import (  # noqa: F401 (part of the engine's API)
+    DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, N_COUNTS, READ_HITS, READ_LOOKUPS, SAMPLED_LOOKUPS,
+    WRITE_LOOKUPS, refill_key,
+)
+from swizzleperf.sim.sampling import choose_sample, scale_counts
 
 if TYPE_CHECKING:
     from swizzleperf.sim.trace import Trace
 
 
-# --- once per remap: the numba pass over one domain --------------------------------------------
-# what `_replay_domain` counts, in sectors (lines where a line is one sector); read lookups and hits
-# are the SM side's (near partition); DRAM_FETCHES are the read misses no partition could serve
-READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES, DRAM_FETCHES = range(7)
-N_COUNTS = 7
-
-
-_SECTOR_COUNT = np.array([bin(m).count("1") for m in range(256)], dtype=np.int64)  # sectors in a mask
-
-
-@numba.njit(cache=True, nogil=True)
-def _popcount(mask):
-    return _SECTOR_COUNT[mask]
-
-
-@numba.njit(cache=True, nogil=True)
-def _start_next(queue, queued, program_offsets, next_event, end_event, i):
-    """Put the next program of `queue` (from index `queued`) that has events into rotation position i,
-    or leave i idle when none is left; returns the new queue index."""
-    while queued < queue.shape[0]:
-        program = queue[queued]
-        queued += 1
-        if program_offsets[program + 1] > program_offsets[program]:
-            next_event[i] = program_offsets[program]
-            end_event[i] = program_offsets[program + 1]
-            return queued
-    next_event[i] = end_event[i]
-    return queued
-
-
-@numba.njit(cache=True, nogil=True)
-def _l2_access(line, mask, near, l2, l2_geometry, partitions):
-    """Sectors `mask` of `line` from an SM near partition `near`: (valid near before, valid nowhere before).
-
-    Sectors missing near come from the line's home partition if that is another one (which keeps
-    or gets them too); the near partition keeps a copy either way. One partition: near is home."""
-    tags, recency = l2
-    scheme, num_sets, set_bits, ways = l2_geometry
-    s = set_of(line, scheme, num_sets, set_bits)
-    in_near = lookup(tags, recency, near * num_sets + s, line, mask, ways) & mask
-    missed = mask & ~in_near
-    if missed and partitions > 1:
-        home = home_partition(line, partitions)
-        if home != near:
-            missed &= ~lookup(tags, recency, home * num_sets + s, line, missed, ways)
-    return in_near, missed
-
-
-@numba.njit(cache=True, nogil=True)
-def _issue_event(start, stop, cu, lines, masks, is_store, line_ids, l2, l2_geometry, partition_of_cu, partitions,
-                 l1, l1_geometry, sectors_per_line, seen_bits, counts):
-    """One load or store instruction of a program on CU `cu`: each of its lines through L1 and L2.
-
-    Loads look up the CU's L1 first (when modelled) and send the sectors it lacks to the L2; L2
-    read misses are fetched from the next level. Stores go straight to the L2, which allocates the
-    written sectors without fetching them (a write lookup always hits), and leave the L1 alone."""
-    l1_tags, l1_recency = l1
-    l1_sets, l1_set_bits, l1_ways = l1_geometry
-    near = partition_of_cu[cu]
-    for k in range(start, stop):
-        line = lines[k]
-        mask = masks[k]
-        if is_store[k]:
-            _l2_access(line, mask, near, l2, l2_geometry, partitions)
-            counts[WRITE_LOOKUPS] += _popcount(mask)
-            continue
-        if l1_sets > 0:
-            s1 = cu * l1_sets + set_of(line, HASH, l1_sets, l1_set_bits)
-            in_l1 = lookup(l1_tags, l1_recency, s1, line, mask, l1_ways) & mask
-            counts[L1_LOOKUPS] += _popcount(mask)
-            counts[L1_HITS] += _popcount(in_l1)
-            mask &= ~in_l1
-            if mask == 0:
-                continue
-        in_l2, from_dram = _l2_access(line, mask, near, l2, l2_geometry, partitions)
-        counts[READ_LOOKUPS] += _popcount(mask)
-        counts[READ_HITS] += _popcount(in_l2)
-        counts[DRAM_FETCHES] += _popcount(from_dram)
-        missed = mask & ~in_l2
-        sector = 0
-        while missed:
-            if missed & 1:
-                counts[FIRST_FETCHES] += first_touch(seen_bits, line_ids[k] * sectors_per_line + sector)
-            missed >>= 1
-            sector += 1
-
-
-@numba.njit(cache=True, nogil=True)
-def refill_key(turn, position):
-    """Sort key for the positions that finished in one turn: the order they take new programs in.
-    Programs that finish together start their successors in no fixed order on real GPUs (measured on
-    an H100: four consecutive programs span both L2 partitions 44-80% of the time in steady state,
-    against 3% in the first wave's order), so the order is a hash: arbitrary but reproducible."""
-    return mix64((np.uint64(turn) << np.uint64(32)) | np.uint64(position))
-
-
-@numba.njit(cache=True, nogil=True)
-def _refill(finished, count, turn, queue, queued, program_offsets, next_event, end_event):
-    """Give the positions that finished in `turn` the next queued programs, in an order the hardware
-    does not fix (a hash of turn and position): returns (queue index, positions left idle)."""
-    keys = np.empty(count, dtype=np.uint64)
-    for j in range(count):
-        keys[j] = refill_key(turn, finished[j])
-    idle = 0
-    for j in np.argsort(keys):
-        i = finished[j]
-        queued = _start_next(queue, queued, program_offsets, next_event, end_event, i)
-        idle += next_event[i] == end_event[i]
-    return queued, idle
-
-
-@numba.njit(cache=True, nogil=True)
-def _replay_domain(lines, masks, is_store, line_ids, event_offsets, program_offsets, queue, first_wave,
-                   l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, sectors_per_line, seen_bits, counts):
-    """Interleave `queue`'s programs (captured ids, launch order) through one cold L2 and its CUs' L1s.
-
-    Rotation position i holds a program's next event `next_event[i]` and its end `end_event[i]`
-    (equal: idle) and runs on CU `cu_of[i]` (position i starts on CU first_wave[i], one entry per
-    resident program; a program that replaces a finished one takes its CU). Positions that finish
-    in one turn take the next queued programs in hashed order (`_refill`). `seen_bits` is a zeroed
-    bitset over sector ids (line id * sectors_per_line + sector); `counts` (int64[N_COUNTS], zeroed)
-    receives the totals.
-    """
-    positions = min(first_wave.shape[0], queue.shape[0])
-    next_event = np.zeros(positions, dtype=np.int64)
-    end_event = np.zeros(positions, dtype=np.int64)
-    cu_of = first_wave[:positions].copy()
-    finished = np.empty(positions, dtype=np.int64)
-    queued = 0
-    active = 0
-    for i in range(positions):
-        queued = _start_next(queue, queued, program_offsets, next_event, end_event, i)
-        active += next_event[i] != end_event[i]
-
-    turn = 0
-    while active > 0:
-        count = 0
-        for i in range(positions):  # one turn
-            event = next_event[i]
-            if event == end_event[i]:
-                continue
-            _issue_event(event_offsets[event], event_offsets[event + 1], cu_of[i], lines, masks, is_store, line_ids,
-                         l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, sectors_per_line, seen_bits,
-                         counts)
-            next_event[i] = event + 1
-            if event + 1 == end_event[i]:
-                finished[count] = i
-                count += 1
-        if count:
-            queued, idle = _refill(finished, count, turn, queue, queued, program_offsets, next_event, end_event)
-            active -= idle
-        turn += 1
-        if queued == queue.shape[0] and 2 * active < positions:
-            # idle positions are never refilled now: drop them, keeping the rotation order
-            kept = 0
-            for i in range(positions):
-                if next_event[i] != end_event[i]:
-                    next_event[kept] = next_event[i]
-                    end_event[kept] = end_event[i]
-                    cu_of[kept] = cu_of[i]
-                    kept += 1
-            positions = kept
-
+# --- once per remap: the numba pass over one domain (replay.py), fed in chunks (chunks.py) ---------
+# what the pass counts, in sectors (lines where a line is one sector); see replay.py
 
 # --- the result --------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -210,6 +55,7 @@ class SimResult:
     programs: np.ndarray  # int64[num_domains]: programs dispatched to the domain
     bounds: TraceBounds  # remap-independent counts of the whole trace
     sector_bytes: int
+    sampling: str | None = None  # set sampling's note when only some L2 sets were simulated
 
     @property
     def num_domains(self) -> int:
@@ -283,7 +129,7 @@ class SimResult:
             l1_hit_pct=_pct(self.total(L1_HITS), l1) if l1 else None, l1_accesses=l1 if hw.l1_bytes_per_cu else None,
             bytes_from_next_level=self.bytes_fetched, programs_per_cu=hw.programs_per_cu,
             trace_accesses=self.bounds.trace_accesses,
-            per_domain=per_domain, notes=model_notes(hw))
+            per_domain=per_domain, notes=model_notes(hw) + ([self.sampling] if self.sampling else []))
 
 
 def _pct(part: int, whole: int) -> float:
@@ -325,12 +171,15 @@ def model_notes(hw: HardwareSpec) -> list[str]:
 
 
 # --- the entry point ---------------------------------------------------------------------------
-def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec, threads: int = 1) -> SimResult:
+def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec, threads: int = 1,
+             sample: int | None = None, memory_bytes: int | None = None) -> SimResult:
     """Predict per-domain cache behaviour when launch slot w runs captured program `program_for_slot[w]`.
 
     Pass a `PreparedTrace` (from `prepare`) when simulating many remaps of one trace. Domains are
     independent, so `threads > 1` replays several at once (the numba pass releases the GIL); the
-    result does not depend on it.
+    result does not depend on it. `sample`: simulate one L2 set in that many (1: all; None: the
+    settings' default for the trace's size, sampling.py). `memory_bytes` bounds the trace data a
+    stored trace's replay keeps in memory (default `settings.sim_memory_bytes()`).
     """
     prepared = prepare(trace)
     if prepared.line_bytes != hw.line_bytes:
@@ -339,26 +188,20 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
     perm = as_permutation(program_for_slot, prepared.num_programs)
     queues = [perm[slots] for slots in domain_queues(perm.shape[0], hw)]
     spl = hw.sectors_per_line
-    masks = prepared.masks_for(spl)
-    partitions = hw.l2_partitions
-    l2 = CacheGeometry(num_sets=hw.sets_per_partition, ways=hw.l2_ways, set_index=hw.set_index)
-    first_wave = np.asarray(hw.first_wave_cus(), dtype=np.int64)
-    partition_of_cu = np.asarray(hw.partition_of_cu, dtype=np.int64)
-    if partition_of_cu.max() >= partitions or first_wave.max() >= hw.cus_per_domain:  # model_copy skips validation
-        raise HardwareSpecError(f"{hw.name}: cu_partition or dispatch.first_wave does not fit {partitions} "
-                                f"partitions of {hw.cus_per_domain} CUs")
-    l1 = CacheGeometry(num_sets=max(1, hw.l1_sets), ways=hw.l1_ways, set_index="hash")
-    l1_args = (hw.l1_sets, l1.set_bits, hw.l1_ways)
-    bitset_words = (prepared.unique_lines * spl + 63) // 64
+    chosen = choose_sample(hw, prepared.accesses, sample)
+    budget = (memory_bytes or settings.sim_memory_bytes()) // max(1, min(threads, len(queues)))
+    source = run_source(prepared, budget)
+    model = _model(hw)
 
     def replay(queue: np.ndarray) -> np.ndarray:
-        counts = np.zeros(N_COUNTS, dtype=np.int64)
-        l1_state = l1.empty_state(copies=hw.cus_per_domain if hw.l1_sets else 0)
-        _replay_domain(prepared.lines, masks, prepared.is_store, prepared.line_ids, prepared.event_offsets,
-                       prepared.program_offsets, queue, first_wave,
-                       l2.empty_state(copies=partitions), l2.kernel_args, partition_of_cu, partitions, l1_state, l1_args,
-                       spl,
-                       np.zeros(bitset_words, dtype=np.uint64), counts)
+        counts = np.zeros(N_COUNTS + 1, dtype=np.int64)
+        l2, l1 = model["l2"].empty_state(copies=hw.l2_partitions), model["l1"].empty_state(
+            copies=hw.cus_per_domain if hw.l1_sets else 0)
+        seen_bits = np.zeros((prepared.unique_lines * spl + 63) // 64, dtype=np.uint64)
+        sets = chosen.mask() if chosen else np.zeros(0, np.uint8)
+        replay_domain(source, queue, spl, model["first_wave"], budget,
+                      (l2, model["l2"].kernel_args, model["partition_of_cu"], hw.l2_partitions, l1, model["l1_args"],
+                       seen_bits, sets), counts)
         return counts
 
     if threads > 1:
@@ -366,6 +209,29 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
             counts = list(pool.map(replay, queues))
     else:
         counts = [replay(queue) for queue in queues]
-    return SimResult(counts=np.array(counts, dtype=np.int64).reshape(len(queues), N_COUNTS),
-                     programs=np.array([len(q) for q in queues], dtype=np.int64), bounds=prepared.bounds(spl),
-                     sector_bytes=hw.line_bytes // spl)
+    raw = np.array(counts, dtype=np.int64).reshape(len(queues), N_COUNTS + 1)
+    return SimResult(counts=scale_counts(raw), programs=np.array([len(q) for q in queues], dtype=np.int64),
+                     bounds=prepared.bounds(spl), sector_bytes=hw.line_bytes // spl,
+                     sampling=chosen.note(prepared.accesses) if chosen else None)
+
+
+def run_source(prepared, budget: int):
+    """Where the replay reads runs: a stored trace's own (chunked from disk), else the trace's runs in memory."""
+    if hasattr(prepared, "run_source"):
+        return prepared.run_source(budget)
+    if "runs" not in prepared._resampled:
+        prepared._resampled["runs"] = MemoryRuns(prepared)
+    return prepared._resampled["runs"]
+
+
+def _model(hw: HardwareSpec) -> dict:
+    """The cache geometries and CU tables of `hw`, checked (model_copy skips validation)."""
+    first_wave = np.asarray(hw.first_wave_cus(), dtype=np.int64)
+    partition_of_cu = np.asarray(hw.partition_of_cu, dtype=np.int64)
+    if partition_of_cu.max() >= hw.l2_partitions or first_wave.max() >= hw.cus_per_domain:
+        raise HardwareSpecError(f"{hw.name}: cu_partition or dispatch.first_wave does not fit {hw.l2_partitions} "
+                                f"partitions of {hw.cus_per_domain} CUs")
+    l1 = CacheGeometry(num_sets=max(1, hw.l1_sets), ways=hw.l1_ways, set_index="hash")
+    return {"l2": CacheGeometry(num_sets=hw.sets_per_partition, ways=hw.l2_ways, set_index=hw.set_index),
+            "l1": l1, "l1_args": (hw.l1_sets, l1.set_bits, hw.l1_ways), "first_wave": first_wave,
+            "partition_of_cu": partition_of_cu}

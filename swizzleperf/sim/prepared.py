@@ -133,7 +133,7 @@ def _dense_line_ids(lines, order, out):
 _prepared: dict[int, tuple[weakref.ref, PreparedTrace]] = {}
 
 
-def prepare(trace: "Trace | PreparedTrace") -> PreparedTrace:
+def prepare(trace: "Trace | PreparedTrace"):
     """Validate `trace` and precompute line ids. Accepts any object with the Trace fields.
 
     The result is remembered while `trace` lives (traces are immutable), so a profiler that
@@ -141,6 +141,8 @@ def prepare(trace: "Trace | PreparedTrace") -> PreparedTrace:
     """
     if isinstance(trace, PreparedTrace):
         return trace
+    if hasattr(trace, "stream_prepared"):  # a stored trace (stored.py): replayed from disk, never expanded
+        return trace.stream_prepared()
     key = id(trace)
     if key in _prepared and _prepared[key][0]() is trace:
         return _prepared[key][1]

@@ -1,0 +1,153 @@
+"""Where the replay's run chunks come from (memory or a trace file), and the chunked domain loop.
+
+Both sources hand `replay.replay_chunk` the same arrays, so a trace gives the same counts whether it
+is replayed from memory in one chunk or from disk in many; only memory and speed differ.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, resample_masks
+from swizzleperf.sim.replay import QUEUED, fill_first_wave, replay_chunk
+from swizzleperf.sim.runs import RunFile, encode_runs, line_ids
+
+RUN_BYTES, EVENT_BYTES = 21, 9  # a run in a chunk (start, length, mask, line id), an event (offset, store flag)
+
+
+class MemoryRuns:
+    """The runs of an in-memory trace: one chunk, no copies (program i = its events in the trace)."""
+
+    in_memory = True
+
+    def __init__(self, prepared: PreparedTrace):
+        starts, lens, masks, ev_runs = encode_runs(prepared.lines, prepared.sectors, prepared.event_offsets)
+        first_access = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)[:-1]])
+        self.starts, self.lens, self.masks = starts, lens, masks
+        self.ids = prepared.line_ids[first_access].astype(np.int64) if starts.size else np.empty(0, np.int64)
+        self.ev_off = np.concatenate([[0], np.cumsum(ev_runs, dtype=np.int64)])
+        nonempty = np.diff(prepared.event_offsets) > 0
+        self.ev_store = np.zeros(nonempty.shape[0], np.bool_)
+        self.ev_store[nonempty] = prepared.is_store[prepared.event_offsets[:-1][nonempty]]
+        self.program_offsets = prepared.program_offsets
+        self.nev = np.diff(prepared.program_offsets)
+        self.spl = prepared.sectors_per_line
+        self._masks: dict[int, np.ndarray] = {}
+
+    def gather(self, programs: np.ndarray, spl: int):
+        if spl not in self._masks:
+            self._masks[spl] = resample_masks(self.masks, self.spl, spl)
+        chunk = (self.starts, self.lens, self._masks[spl], self.ids, self.ev_off, self.ev_store)
+        return chunk, self.program_offsets[programs], self.program_offsets[programs + 1]
+
+
+class FileRuns:
+    """The runs of a trace file: read whole once where they fit `budget` bytes, else a chunk at a time."""
+
+    def __init__(self, file: RunFile, sectors_per_line: int, budget: int):
+        self.file = file
+        self.nev = file.index["nev"]
+        self.spl = sectors_per_line
+        self.bytes_per_program = file.index["nruns"] * RUN_BYTES + file.index["nev"] * EVENT_BYTES
+        self.in_memory = int(self.bytes_per_program.sum()) <= budget
+        self._whole: dict[int, tuple] = {}
+
+    def gather(self, programs: np.ndarray, spl: int):
+        if not self.in_memory:
+            return self._read(programs, spl)
+        if spl not in self._whole:
+            self._whole[spl] = self._read(np.arange(self.nev.shape[0]), spl)
+        chunk, lo, hi = self._whole[spl]
+        return chunk, lo[programs], hi[programs]
+
+    def _read(self, programs: np.ndarray, spl: int):
+        g = self.file.gather(programs)
+        ids = line_ids(self.file.index["iv_lo"], self.file.iv_base, g.starts)
+        chunk = (g.starts, g.lens, resample_masks(g.masks, self.spl, spl), ids, g.ev_off, g.ev_store)
+        return chunk, g.prog_lo, g.prog_hi
+
+
+def replay_domain(source, queue: np.ndarray, spl: int, first_wave: np.ndarray, budget: int, model: tuple,
+                  counts: np.ndarray) -> int:
+    """Replay one domain's queue (programs in start order) chunk by chunk; returns the chunks used.
+
+    `model` = (l2 state, l2 geometry, partition_of_cu, partitions, l1 state, l1 geometry, seen_bits,
+    sample), the arguments of `replay_chunk` after the chunk's."""
+    positions = min(first_wave.shape[0], queue.shape[0])
+    work = queue[source.nev[queue] > 0]  # programs without events never take a position
+    rotation = (np.zeros(positions, np.int64), np.zeros(positions, np.int64), first_wave[:positions].copy(),
+                np.zeros(positions, np.int64))
+    state = np.array([positions, 0, 0, 0], dtype=np.int64)
+    l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, seen_bits, sample = model
+    taken, live, live_done, chunks = 0, np.empty(0, np.int64), np.empty(0, np.int64), 0
+    while True:
+        new = len(work) - taken if source.in_memory else _fitting(source, work, taken, live, budget, positions)
+        programs = np.concatenate([live, work[taken:taken + new]])
+        chunk, lo, hi = source.gather(programs, spl)
+        if chunks == 0:
+            fill_first_wave(lo, hi, rotation, state)
+        else:
+            _resume(rotation, state, lo, hi, live_done, len(live))
+        final = taken + new == len(work)
+        chunks += 1
+        if replay_chunk(chunk, lo, hi, final, rotation, state, l2, l2_geometry, partition_of_cu, partitions,
+                        l1, l1_geometry, spl, seen_bits, sample, counts):
+            return chunks
+        taken += int(state[QUEUED]) - (len(live) if chunks > 1 else 0)
+        active = np.flatnonzero(rotation[0][:state[0]] != rotation[1][:state[0]])
+        live = programs[rotation[3][active]]
+        live_done = rotation[0][active] - lo[rotation[3][active]]
+
+
+def _fitting(source, work: np.ndarray, taken: int, live: np.ndarray, budget: int, positions: int) -> int:
+    """How many queued programs the next chunk takes: as many as fit the budget beside the live ones,
+    and more than one turn can start (so every chunk makes progress)."""
+    room = budget - int(source.bytes_per_program[live].sum())
+    fit = int(np.searchsorted(np.cumsum(source.bytes_per_program[work[taken:]]), room, side="right"))
+    return min(len(work) - taken, max(fit, positions + 1))
+
+
+def _resume(rotation, state, lo: np.ndarray, hi: np.ndarray, done: np.ndarray, n_live: int) -> None:
+    """Point the running positions at their programs in the new chunk (live programs come first, in
+    position order); idle positions stay idle."""
+    next_event, end_event, _, prog_of = rotation
+    positions = int(state[0])
+    running = np.flatnonzero(next_event[:positions] != end_event[:positions])
+    next_event[:positions] = end_event[:positions] = 0
+    prog_of[running] = np.arange(n_live)
+    next_event[running] = lo[:n_live] + done
+    end_event[running] = hi[:n_live]
+    state[QUEUED] = n_live
+
+
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bounds_pass(starts, lens, masks, ids, ev_off, ev_store, read, written, totals):
+    """Accumulate sector reads and writes and each line's read and written sectors."""
+    for e in range(ev_store.shape[0]):
+        for r in range(ev_off[e], ev_off[e + 1]):
+            m, n = masks[r], lens[r]
+            into = written if ev_store[e] else read
+            totals[1 if ev_store[e] else 0] += _POPCOUNT[m] * n
+            for j in range(n):
+                into[ids[r] + j] |= m
+
+
+def streamed_bounds(source: FileRuns, spl: int, budget: int) -> TraceBounds:
+    """The trace's remap-independent bounds in one pass over the file (prepared.TraceBounds' meaning)."""
+    n = source.nev.shape[0]
+    read = np.zeros(source.file.unique_lines, np.uint8)
+    written = np.zeros(source.file.unique_lines, np.uint8)
+    totals = np.zeros(2, np.int64)
+    cum = np.cumsum(source.bytes_per_program)
+    lo = 0
+    while lo < n:
+        hi = max(lo + 1, int(np.searchsorted(cum, (cum[lo - 1] if lo else 0) + budget, side="right")))
+        chunk, _, _ = source._read(np.arange(lo, min(hi, n)), spl)
+        _bounds_pass(*chunk, read, written, totals)
+        lo = hi
+    return TraceBounds(trace_accesses=int(source.file.index["accesses"].sum()), read_sectors=int(totals[0]),
+                       write_sectors=int(totals[1]), read_only_unique=int(_POPCOUNT[read & ~written].sum()))

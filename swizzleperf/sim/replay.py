@@ -1,0 +1,200 @@
+"""The numba pass over one domain, fed a compact (run) trace chunk by chunk.
+
+The dispatch model (dispatch.py) interleaves a domain's resident programs one event per turn, so
+the pass needs only the programs resident now and the next ones of the queue. `replay_domain`
+loads the queue in chunks that fit a memory budget: a chunk holds the programs still running (from
+the event they reached) and the next queued ones; the pass stops at a turn boundary when fewer
+queued programs are left in the chunk than a turn could start, and resumes in the next chunk with
+its state (rotation, caches, counters) intact. A trace that fits the budget is one chunk; the
+counts do not depend on the chunking.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from swizzleperf.sim.cache import HASH, first_touch, home_partition, lookup, mix64, set_of
+
+# what the pass counts, in sectors (lines where a line is one sector); read lookups and hits are the
+# SM side's (near partition); DRAM_FETCHES are the read misses no partition could serve;
+# SAMPLED_LOOKUPS: read lookups of lines in the simulated L2 sets (all of them without sampling)
+READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES, DRAM_FETCHES, SAMPLED_LOOKUPS = range(8)
+N_COUNTS = 7  # the result's columns; SAMPLED_LOOKUPS only scales them
+POSITIONS, ACTIVE, TURN, QUEUED = range(4)  # the scalar state between chunks
+
+_SECTOR_COUNT = np.array([bin(m).count("1") for m in range(256)], dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _popcount(mask):
+    return _SECTOR_COUNT[mask]
+
+
+@numba.njit(cache=True, nogil=True)
+def _l2_access(line, s, mask, near, l2, l2_geometry, partitions):
+    """Sectors `mask` of `line` (in set `s`) from an SM near partition `near`: (valid near before, valid nowhere
+    before). Sectors missing near come from the line's home partition if that is another one (which keeps
+    or gets them too); the near partition keeps a copy either way. One partition: near is home."""
+    tags, recency = l2
+    _, num_sets, _, ways = l2_geometry
+    in_near = lookup(tags, recency, near * num_sets + s, line, mask, ways) & mask
+    missed = mask & ~in_near
+    if missed and partitions > 1:
+        home = home_partition(line, partitions)
+        if home != near:
+            missed &= ~lookup(tags, recency, home * num_sets + s, line, missed, ways)
+    return in_near, missed
+
+
+@numba.njit(cache=True, nogil=True)
+def _read(line, line_id, mask, cu, near, l2, l2_geometry, partitions, l1, l1_geometry, spl, seen_bits, sample,
+          counts):
+    """One line of a load: the CU's L1 first (when modelled), the sectors it lacks to the L2 (in a sampled
+    set, or always without sampling); L2 read misses are fetched from the next level."""
+    l1_tags, l1_recency = l1
+    l1_sets, l1_set_bits, l1_ways = l1_geometry
+    if l1_sets > 0:
+        s1 = cu * l1_sets + set_of(line, HASH, l1_sets, l1_set_bits)
+        in_l1 = lookup(l1_tags, l1_recency, s1, line, mask, l1_ways) & mask
+        counts[L1_LOOKUPS] += _popcount(mask)
+        counts[L1_HITS] += _popcount(in_l1)
+        mask &= ~in_l1
+        if mask == 0:
+            return
+    counts[READ_LOOKUPS] += _popcount(mask)
+    s = set_of(line, l2_geometry[0], l2_geometry[1], l2_geometry[2])
+    if sample.shape[0] and not sample[s]:
+        return
+    counts[SAMPLED_LOOKUPS] += _popcount(mask)
+    in_l2, from_dram = _l2_access(line, s, mask, near, l2, l2_geometry, partitions)
+    counts[READ_HITS] += _popcount(in_l2)
+    counts[DRAM_FETCHES] += _popcount(from_dram)
+    missed = mask & ~in_l2
+    sector = 0
+    while missed:
+        if missed & 1:
+            counts[FIRST_FETCHES] += first_touch(seen_bits, line_id * spl + sector)
+        missed >>= 1
+        sector += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _issue_event(event, cu, chunk, l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, spl, seen_bits,
+                 sample, counts):
+    """One load or store instruction of a program on CU `cu`: each line of each of its runs, in order.
+    Stores go straight to the L2, which allocates the written sectors without fetching them (a write
+    lookup always hits), and leave the L1 alone."""
+    starts, lens, masks, ids, ev_off, ev_store = chunk
+    near = partition_of_cu[cu]
+    store = ev_store[event]
+    for r in range(ev_off[event], ev_off[event + 1]):
+        mask = masks[r]
+        for j in range(lens[r]):
+            line = starts[r] + j
+            if store:
+                counts[WRITE_LOOKUPS] += _popcount(mask)
+                s = set_of(line, l2_geometry[0], l2_geometry[1], l2_geometry[2])
+                if sample.shape[0] == 0 or sample[s]:
+                    _l2_access(line, s, mask, near, l2, l2_geometry, partitions)
+            else:
+                _read(line, ids[r] + j, mask, cu, near, l2, l2_geometry, partitions, l1, l1_geometry, spl,
+                      seen_bits, sample, counts)
+
+
+@numba.njit(cache=True, nogil=True)
+def refill_key(turn, position):
+    """Sort key for the positions that finished in one turn: the order they take new programs in.
+    Programs that finish together start their successors in no fixed order on real GPUs (measured on
+    an H100: four consecutive programs span both L2 partitions 44-80% of the time in steady state,
+    against 3% in the first wave's order), so the order is a hash: arbitrary but reproducible."""
+    return mix64((np.uint64(turn) << np.uint64(32)) | np.uint64(position))
+
+
+@numba.njit(cache=True, nogil=True)
+def _start_next(queued, prog_lo, prog_hi, rotation, i):
+    """Put the chunk's next queued program that has events into position i (or leave i idle)."""
+    next_event, end_event, _, prog_of = rotation
+    while queued < prog_lo.shape[0]:
+        q = queued
+        queued += 1
+        if prog_hi[q] > prog_lo[q]:
+            next_event[i], end_event[i], prog_of[i] = prog_lo[q], prog_hi[q], q
+            return queued
+    next_event[i] = end_event[i]
+    return queued
+
+
+@numba.njit(cache=True, nogil=True)
+def _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation):
+    """Give the positions that finished in `turn` the next queued programs, in an order the hardware
+    does not fix (a hash of turn and position): returns (queue index, positions left idle)."""
+    keys = np.empty(count, dtype=np.uint64)
+    for j in range(count):
+        keys[j] = refill_key(turn, finished[j])
+    idle = 0
+    for j in np.argsort(keys):
+        i = finished[j]
+        queued = _start_next(queued, prog_lo, prog_hi, rotation, i)
+        idle += rotation[0][i] == rotation[1][i]
+    return queued, idle
+
+
+@numba.njit(cache=True, nogil=True)
+def _compact(rotation, positions):
+    """Drop idle positions, keeping the rotation order (only once nothing is left to start)."""
+    kept = 0
+    for i in range(positions):
+        if rotation[0][i] != rotation[1][i]:
+            for a in rotation:
+                a[kept] = a[i]
+            kept += 1
+    return kept
+
+
+@numba.njit(cache=True, nogil=True)
+def replay_chunk(chunk, prog_lo, prog_hi, final, rotation, state, l2, l2_geometry, partition_of_cu, partitions,
+                 l1, l1_geometry, spl, seen_bits, sample, counts):
+    """Run turns until the domain is done (`final` chunk) or the chunk may run short of queued programs.
+
+    `rotation` = (next_event, end_event, cu_of, prog_of) per position, `state` = (positions, active, turn,
+    queued) in chunk-local program indices; both persist between chunks. Returns True when done."""
+    next_event, end_event, cu_of, _ = rotation
+    positions, active, turn, queued = state[POSITIONS], state[ACTIVE], state[TURN], state[QUEUED]
+    finished = np.empty(max(positions, 1), dtype=np.int64)
+    done = False
+    while True:
+        if not final and prog_lo.shape[0] - queued < positions:
+            break
+        if active == 0:
+            done = True
+            break
+        count = 0
+        for i in range(positions):  # one turn
+            event = next_event[i]
+            if event == end_event[i]:
+                continue
+            _issue_event(event, cu_of[i], chunk, l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, spl,
+                         seen_bits, sample, counts)
+            next_event[i] = event + 1
+            if event + 1 == end_event[i]:
+                finished[count] = i
+                count += 1
+        if count:
+            queued, idle = _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation)
+            active -= idle
+        turn += 1
+        if final and queued == prog_lo.shape[0] and 2 * active < positions:
+            positions = _compact(rotation, positions)
+    state[POSITIONS], state[ACTIVE], state[TURN], state[QUEUED] = positions, active, turn, queued
+    return done
+
+
+@numba.njit(cache=True, nogil=True)
+def fill_first_wave(prog_lo, prog_hi, rotation, state):
+    """Start the first `positions` programs of the queue on their positions (each keeps its CU)."""
+    queued, active = 0, 0
+    for i in range(state[POSITIONS]):
+        queued = _start_next(queued, prog_lo, prog_hi, rotation, i)
+        active += rotation[0][i] != rotation[1][i]
+    state[ACTIVE], state[QUEUED] = active, queued
