@@ -34,6 +34,13 @@ def swizzle(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):
 
 
 @triton.jit
+def head_first(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):
+    """Tile slot -> (q_block, batch_index, head); head-first: a head's Q blocks are consecutive."""
+    per_head = num_q_blocks * batch_size
+    return tile % num_q_blocks, (tile // num_q_blocks) % batch_size, tile // per_head
+
+
+@triton.jit
 def kv_order(step, n_steps, local_tile, NUM_XCDS: tl.constexpr):
     """Step of a tile's K/V scan -> K/V block to fold in (a permutation of [0, n_steps)): cyclic."""
     return step
@@ -67,7 +74,7 @@ def attention_persistent_kernel(
     stride_ob, stride_oh, stride_os, stride_od,
     batch_size, num_heads, heads_per_kv, seq_len, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-    SAWTOOTH: tl.constexpr, NUM_XCDS: tl.constexpr,
+    SAWTOOTH: tl.constexpr, HEAD_FIRST: tl.constexpr, NUM_XCDS: tl.constexpr,
 ):
     pid, programs = tl.program_id(0), tl.num_programs(0)
     num_q_blocks = tl.cdiv(seq_len, BLOCK_M)
@@ -75,7 +82,12 @@ def attention_persistent_kernel(
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     for local in range(0, tl.cdiv(num_tiles - pid, programs)):
-        q_block, batch_index, head = swizzle(pid + local * programs, num_q_blocks, batch_size, num_heads, NUM_XCDS)
+        if HEAD_FIRST:
+            q_block, batch_index, head = head_first(pid + local * programs, num_q_blocks, batch_size, num_heads,
+                                                    NUM_XCDS)
+        else:
+            q_block, batch_index, head = swizzle(pid + local * programs, num_q_blocks, batch_size, num_heads,
+                                                 NUM_XCDS)
         kv_head = head // heads_per_kv
         offs_m = q_block * BLOCK_M + tl.arange(0, BLOCK_M)
         in_grid = (head < num_heads) & (batch_index < batch_size)
@@ -127,7 +139,7 @@ def resident_programs(dim: int) -> int:
 
 
 def attention_persistent(q, k, v, causal: bool, sawtooth_order: bool = False, programs: int | None = None,
-                         num_xcds: int = 8, out=None):
+                         num_xcds: int = 8, out=None, head_first_order: bool = False):
     batch, heads, seq, dim = q.shape
     kv_heads = k.shape[1]
     assert k.shape == v.shape == (batch, kv_heads, seq, dim) and heads % kv_heads == 0
@@ -137,7 +149,8 @@ def attention_persistent(q, k, v, causal: bool, sawtooth_order: bool = False, pr
     attention_persistent_kernel[grid](
         q, k, v, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         batch, heads, heads // kv_heads, seq, math.log2(math.e) / math.sqrt(dim),
-        HEAD_DIM=dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal, SAWTOOTH=sawtooth_order, NUM_XCDS=num_xcds,
+        HEAD_DIM=dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal, SAWTOOTH=sawtooth_order,
+        HEAD_FIRST=head_first_order, NUM_XCDS=num_xcds,
         num_warps=8 if dim >= 64 else 4,
     )
     return o
@@ -166,10 +179,12 @@ if __name__ == "__main__":
         q, k, v = (torch.randn(batch, h, seq, dim, generator=gen).to(dtype).to(device)
                    for h in (heads, kv_heads, kv_heads))
         expected = _reference(q, k, v, causal)
-        for order in (False, True):
-            o = attention_persistent(q, k, v, causal, sawtooth_order=order, programs=None if device == "cuda" else 5)
+        for order, head_first_order in ((False, False), (True, False), (True, True)):
+            o = attention_persistent(q, k, v, causal, sawtooth_order=order, head_first_order=head_first_order,
+                                     programs=None if device == "cuda" else 5)
             error = (o.float() - expected).abs().max().item()
             assert not torch.isnan(o).any(), "NaN in the output"
             torch.testing.assert_close(o.float(), expected, atol=4e-3, rtol=8e-3)
             print(f"B={batch} H={heads} H_KV={kv_heads} S={seq} D={dim} causal={causal} "
-                  f"{'sawtooth' if order else 'cyclic'}: ok (max abs error {error:.1e})")
+                  f"{'sawtooth' if order else 'cyclic'}{', head-first' if head_first_order else ''}: ok "
+                  f"(max abs error {error:.1e})")

@@ -31,6 +31,8 @@ def timed(fn) -> tuple[float, float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["8x16384:0", "8x16384:1", "32x4096:1", "128x4096:0"])
+    parser.add_argument("--head-first", action="store_true",
+                        help="persistent tiles in head-first order (attention.py keeps its block-first order)")
     args = parser.parse_args()
     print(f"{torch.cuda.get_device_name(0)}; bf16, D = 128, batch 1, MHA; do_bench median (p20-p80) ms")
     for shape in args.shapes:
@@ -39,8 +41,8 @@ def main() -> int:
         causal = bool(int(causal))
         q, k, v = (torch.randn(1, heads, seq, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         base = timed(lambda: attention(q, k, v, causal))
-        cyclic = timed(lambda: attention_persistent(q, k, v, causal))
-        saw = timed(lambda: attention_persistent(q, k, v, causal, sawtooth_order=True))
+        cyclic = timed(lambda: attention_persistent(q, k, v, causal, head_first_order=args.head_first))
+        saw = timed(lambda: attention_persistent(q, k, v, causal, sawtooth_order=True, head_first_order=args.head_first))
         torch.testing.assert_close(attention_persistent(q, k, v, causal, sawtooth_order=True).float(),
                                    attention(q, k, v, causal).float(), atol=4e-3, rtol=8e-3)
         line = f"{heads:4d} heads x {seq:6d} {'causal' if causal else 'full  '}: attention.py {base[0]:8.3f} " \
