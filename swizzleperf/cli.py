@@ -30,7 +30,7 @@ runs_app = typer.Typer(no_args_is_help=True, help="Inspect run directories under
 app.add_typer(runs_app, name="runs")
 library_app = typer.Typer(no_args_is_help=True, help="The swizzle library: remaps kept for reuse.")
 app.add_typer(library_app, name="library")
-cache_app = typer.Typer(no_args_is_help=True, help="The simulator's trace cache ($SWIZZLEPERF_CACHE).")
+cache_app = typer.Typer(help="The simulator's trace cache ($SWIZZLEPERF_CACHE).")
 app.add_typer(cache_app, name="cache")
 console = Console()
 _state = {"debug": False}
@@ -529,42 +529,27 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
 
 # --- trace cache -----------------------------------------------------------------------------
 
-def _cached_traces() -> tuple[Path, list[tuple[Path, str]]]:
-    """The cache directory and its traces as (npz path, kernel name from the trace's metadata)."""
-    from swizzleperf.sim.capture import default_cache_dir
-    root = default_cache_dir()
-    found = []
-    for meta in sorted(root.glob("*.json")) if root.is_dir() else []:
-        try:
-            kernel = json.loads(meta.read_text()).get("kernel", "?")
-        except (OSError, json.JSONDecodeError):
-            kernel = "?"
-        found.append((meta.with_suffix(".npz"), kernel))
-    return root, found
+@cache_app.callback(invoke_without_command=True)
+def cache_default(ctx: typer.Context) -> None:
+    """The simulator's trace cache ($SWIZZLEPERF_CACHE): bare `cache` shows it, as `cache info` does."""
+    if ctx.invoked_subcommand is None:
+        cache_info()
 
 
 @cache_app.command("info")
 def cache_info() -> None:
-    """Where captured traces are kept and how much room they take."""
-    root, traces = _cached_traces()
-    size = sum(f.stat().st_size for npz, _ in traces for f in (npz, npz.with_suffix(".json")) if f.exists())
-    console.print(f"{root}: {len(traces)} traces, {size / 2**20:,.1f} MiB")
-    counts: dict[str, int] = {}
-    for _, kernel in traces:
-        counts[kernel] = counts.get(kernel, 0) + 1
-    if counts:
-        console.print("  " + ", ".join(f"{k} ({n})" for k, n in sorted(counts.items())))
+    """Where captured traces are kept: each with its size and last use, the total and the size bound."""
+    from swizzleperf.sim import trace_cache
+    for line in trace_cache.describe(trace_cache.default_cache_dir()):
+        console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @cache_app.command("clear")
 def cache_clear(kernel: Optional[str] = typer.Option(None, "--kernel", help="only this kernel's traces")) -> None:
     """Delete captured traces (they are captured again when needed)."""
-    root, traces = _cached_traces()
-    chosen = [npz for npz, name in traces if kernel is None or name == kernel]
-    for npz in chosen:
-        npz.unlink(missing_ok=True)
-        npz.with_suffix(".json").unlink(missing_ok=True)
-    console.print(f"deleted {len(chosen)} traces from {root}")
+    from swizzleperf.sim import trace_cache
+    root = trace_cache.default_cache_dir()
+    console.print(f"deleted {trace_cache.clear(root, kernel)} traces from {root}")
 
 
 def main() -> None:

@@ -111,7 +111,7 @@ def test_cache_info_and_clear_by_kernel(tmp_path, monkeypatch):
     assert "2 traces" in info.output and "other (1)" in info.output and "softmax (1)" in info.output
     cleared = runner.invoke(app, ["cache", "clear", "--kernel", "other"])
     assert "deleted 1 traces" in cleared.output
-    assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".npz"]  # softmax's trace stays
+    assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".runs"]  # softmax's trace stays
     assert "deleted 1 traces" in runner.invoke(app, ["cache", "clear"]).output
     assert list(cache.iterdir()) == []
 

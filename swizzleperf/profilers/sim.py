@@ -24,6 +24,8 @@ from swizzleperf.remap import logical_ids
 from swizzleperf.report import BottleneckReport
 from swizzleperf.sim.capture import capture_trace
 from swizzleperf.sim.engine import prepare, simulate
+from swizzleperf.sim.settings import sim_memory_bytes
+from swizzleperf.sim.stored import StoredTrace
 from swizzleperf.sim.trace import Trace
 
 if TYPE_CHECKING:
@@ -45,12 +47,15 @@ class SimProfiler:
         self._achievable: dict[tuple[str, str], tuple[float | None, str]] = {}
         self._bound_found: dict[tuple[str, str], Achievable] = {}  # where a multi-die assignment exists
 
-    def trace(self, kernel: KernelFile, size: str) -> Trace:
+    def trace(self, kernel: KernelFile, size: str) -> Trace | StoredTrace:
+        """The kernel's trace: expanded in memory where that fits the simulator's memory setting (faster
+        for many remaps), else left on disk and replayed in chunks (the same counts either way)."""
         key = (kernel.sha256, size)
         if key not in self._traces:
             try:
-                self._traces[key] = capture_trace(kernel, size, line_bytes=self.hw.line_bytes,
-                                                  cache_dir=self.cache_dir, progress=self.progress)
+                stored = capture_trace(kernel, size, line_bytes=self.hw.line_bytes, cache_dir=self.cache_dir,
+                                       progress=self.progress)
+                self._traces[key] = stored.expanded if stored.expanded_bytes <= sim_memory_bytes() else stored
             except TraceCaptureError as exc:  # the kernel file's own code, printed as a traceback: one line
                 short = user_errors.from_traceback_text(str(exc), kernel.path, size, "capturing the trace")
                 if short is None:
@@ -121,8 +126,12 @@ class SimProfiler:
         from swizzleperf.bounds.achievable import achievable_bound
         from swizzleperf.bounds.partition import PartitionerMissing
 
+        trace = self.trace(kernel, size)
+        if isinstance(trace, StoredTrace):
+            return None, (f"achievable bound n/a: the trace ({trace.num_accesses / 1e6:,.0f} M line accesses) is "
+                          f"replayed from disk; the partitioner needs it in memory (SWIZZLEPERF_SIM_MEMORY_MB)"), None
         try:
-            found = achievable_bound(prepare(self.trace(kernel, size)), self.hw)
+            found = achievable_bound(prepare(trace), self.hw)
         except PartitionerMissing as exc:
             return None, f"achievable bound n/a: {exc}", None
         note = (f"achievable = the read hit rate of the best balanced assignment of programs to the "

@@ -2,13 +2,15 @@
 
 `capture_trace(kernel, size)` runs the kernel through its contract (`make_inputs(size, seed=0,
 device="cpu")`, `make_outputs`, `launch(..., num_xcds=8)` with the file's original hook) on the
-Triton CPU interpreter and records every load and store (see trace.py for the format). The trace
+Triton CPU interpreter and records every load and store (see trace.py for what a trace holds, runs.py
+for how it is stored). The trace
 does not depend on the remap: the simulator permutes programs, so a second call for the same
 kernel source and size is a cache hit, whatever remap is being evaluated.
 
 Capture runs in a child process: the interpreter must be enabled (TRITON_INTERPRET=1) before the
 kernel module is imported, and capture patches interpreter internals. The child streams progress
-lines to the parent and writes the trace to a file; the parent moves it into the cache atomically.
+lines to the parent and writes the trace, batch by batch, to a file beside its cache place; the parent
+renames it into place (metadata first).
 
 Two modes, both exact:
 - "reference": the stock interpreter, program by program, its memory ops observed
@@ -42,12 +44,14 @@ from pydantic import BaseModel, ConfigDict
 
 from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
 from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.sim import trace_cache
 from swizzleperf.sim.events import sector_shifts
-from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, meta_path, write_atomically
+from swizzleperf.sim.stored import StoredTrace, write_trace
+from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, meta_path
 
 Mode = Literal["fast", "reference"]
 
-CAPTURE_VERSION = 2  # bump when capture semantics change: it is part of every cache key
+CAPTURE_VERSION = 3  # bump when capture semantics or the stored format change: it is part of every cache key
 # Every trace records which 32-byte sectors of each line an access touches (NVIDIA's L2 and L1 look
 # up and fill sectors); a model of a coarser cache merges them (see sim.engine).
 SECTOR_BYTES = 32
@@ -63,7 +67,7 @@ def sector_bytes_of(line_bytes: int) -> int:
 # --- the cache -------------------------------------------------------------------------------
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("SWIZZLEPERF_CACHE") or Path.home() / ".cache" / "swizzleperf" / "traces")
+    return trace_cache.default_cache_dir()
 
 
 def versions() -> dict[str, str]:
@@ -82,17 +86,19 @@ def cache_key(kernel: KernelFile, size: str, line_bytes: int) -> str:
 
 def cached_trace_path(kernel: KernelFile, size: str, line_bytes: int = 128, cache_dir: Path | None = None) -> Path:
     key = cache_key(kernel, size, line_bytes)
-    return Path(cache_dir or default_cache_dir()) / f"{kernel.name}-{size}-{line_bytes}B-{key[:24]}.npz"
+    return Path(cache_dir or default_cache_dir()) / f"{kernel.name}-{size}-{line_bytes}B-{key[:24]}.runs"
 
 
 def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_dir: Path | None = None,
                   progress: Callable[[int, int], None] | None = None, *, mode: Mode = "fast",
-                  use_cache: bool = True, timeout: float | None = None) -> Trace:
+                  use_cache: bool = True, timeout: float | None = None) -> StoredTrace:
     """The kernel's trace at `size`: from the cache, else captured in a child process and cached.
 
+    The trace stays on disk in compact form (stored.py); it is expanded in memory only if asked.
     `progress(done, total)` is called with programs captured so far (never on a cache hit).
     Both modes record the same trace, so a cached trace serves either. `use_cache=False` neither
-    reads nor writes the cache; `timeout` (seconds) kills a capture that runs longer."""
+    reads nor writes the cache; `timeout` (seconds) kills a capture that runs longer. Storing a
+    trace evicts the least recently used others past the cache's size bound (trace_cache.py)."""
     if mode not in ("fast", "reference"):
         raise TraceCaptureError(f"unknown capture mode {mode!r}; use 'fast' or 'reference'")
     kernel.size(size)  # a ContractError naming the declared sizes
@@ -100,19 +106,29 @@ def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_di
     path = cached_trace_path(kernel, size, line_bytes, cache_dir)
     if use_cache and path.exists() and meta_path(path).exists():
         try:
-            return Trace.load(path)
+            trace = StoredTrace(path)
+            trace_cache.touch(path)
+            return trace
         except TraceCaptureError as exc:
             warnings.warn(f"{exc}; capturing it again", RuntimeWarning, stacklevel=2)
+    if use_cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
-        out = Path(tmp) / "trace.npz"
+        # written beside its cache place, so storing it is a rename however large it is
+        out = path.with_name(f".{path.stem}.{os.getpid()}.tmp.runs") if use_cache else Path(tmp) / "trace.runs"
         request = CaptureRequest(kernel_path=str(kernel.path), kernel_sha256=kernel.sha256, size=size,
                                  line_bytes=line_bytes, mode=mode, out_path=str(out),
                                  cache_key=cache_key(kernel, size, line_bytes))
-        _run_capture_child(request, Path(tmp), progress, timeout)
-        trace = Trace.load(out)
-        if use_cache:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(trace, TraceMeta.read(out), path)
+        try:
+            _run_capture_child(request, Path(tmp), progress, timeout)
+            trace = StoredTrace(out)  # keeps the file open: readable after the rename (or the temp dir's removal)
+            if use_cache:
+                os.replace(meta_path(out), meta_path(path))
+                os.replace(out, path)
+                trace_cache.evict(path.parent, keep=path)
+        finally:
+            for leftover in (out, meta_path(out), *out.parent.glob(f"{out.name}.*.part")):
+                leftover.unlink(missing_ok=True)
     return trace
 
 
@@ -192,8 +208,11 @@ def _child_main(request_path: str, error_path: str) -> int:
         def warn(message: str) -> None:
             print(f"{_WARNING} {message}", flush=True)
 
-        trace, meta = record_trace(kernel, request.size, request.line_bytes, request.mode, progress, warn)
-        trace.save(Path(request.out_path), meta.model_copy(update={"cache_key": request.cache_key}))
+        out = Path(request.out_path)
+        trace, meta = record_trace(kernel, request.size, request.line_bytes, request.mode, progress, warn, spill=out)
+        if not isinstance(trace, StoredTrace):  # reference mode (or a fallback to it) records in memory
+            write_trace(trace, out)
+        meta_path(out).write_text(meta.model_copy(update={"cache_key": request.cache_key}).model_dump_json(indent=1))
         return 0
     except SwizzlePerfError as exc:
         Path(error_path).write_text(json.dumps({"type": type(exc).__name__, "message": str(exc)}))
@@ -205,11 +224,12 @@ def _child_main(request_path: str, error_path: str) -> int:
 def record_trace(kernel: KernelFile, size: str, line_bytes: int = 128, mode: Mode = "fast",
                  progress: Callable[[int, int], None] | None = None,
                  warn: Callable[[str], None] | None = None,
-                 programs: Sequence[int] | None = None) -> tuple[Trace, TraceMeta]:
+                 programs: Sequence[int] | None = None, spill: Path | None = None) -> tuple[Trace, TraceMeta]:
     """Run the kernel's launch on the interpreter in this process and record its trace.
 
     `programs` restricts capture to those launch ids, renumbered 0..len-1, in reference mode
-    only: a measurement aid (benchmarks), never cached."""
+    only: a measurement aid (benchmarks), never cached. With `spill` (a path), fast mode writes
+    the trace there as it goes and returns it as a StoredTrace (bounded memory)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         raise TraceCaptureError("trace capture needs TRITON_INTERPRET=1 set before the kernel module is "
                                 "imported; use capture_trace(), which starts a child process with it")
@@ -224,7 +244,8 @@ def record_trace(kernel: KernelFile, size: str, line_bytes: int = 128, mode: Mod
     setup = time.perf_counter() - start
     sector_bytes = sector_bytes_of(line_bytes)
     session = LaunchCapture(mode, line_bytes, sector_bytes, progress,
-                            warn or (lambda m: warnings.warn(m, RuntimeWarning)), programs, verify=VERIFY_PROGRAMS)
+                            warn or (lambda m: warnings.warn(m, RuntimeWarning)), programs, verify=VERIFY_PROGRAMS,
+                            spill=spill)
     with session.intercept():
         kernel.fn("launch")(inputs, outputs, values, num_xcds=8)
     trace = session.result()

@@ -20,11 +20,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.sim.layout import VirtualLayout
+from swizzleperf.sim.runs import RunWriter
 from swizzleperf.sim.trace import Trace
 
 MAX_SECTORS_PER_LINE = 8  # a line's sector mask is a uint8
@@ -244,22 +246,36 @@ class EventBatch:
 
 
 class TraceBuilder:
-    """Accumulates committed batches; `build()` orders programs by launch id."""
+    """Accumulates committed batches; `build()` orders programs by launch id.
 
-    def __init__(self, num_programs: int, line_bytes: int, sector_bytes: int):
+    With `spill` (a path), each batch is written there as runs when committed (runs.py) and `build()`
+    returns the stored trace: capture then holds one batch in memory, not the whole trace."""
+
+    def __init__(self, num_programs: int, line_bytes: int, sector_bytes: int, spill: Path | None = None):
         self.num_programs = num_programs
         self.line_bytes = line_bytes
         self.sector_bytes = sector_bytes
         self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.done = 0
+        self.writer = None if spill is None else RunWriter(spill, num_programs, line_bytes, sector_bytes)
 
     def commit(self, batch: EventBatch) -> None:
-        self._parts.append((batch.programs, *batch.program_major()))
+        if self.writer is None:
+            self._parts.append((batch.programs, *batch.program_major()))
+        else:
+            lines, sectors, sizes, stores = batch.program_major()  # sizes: [P, E], empty events included
+            keep = sizes > 0
+            self.writer.add(batch.programs, lines, sectors, sizes[keep], np.broadcast_to(stores, sizes.shape)[keep],
+                            keep.sum(axis=1))
         self.done += len(batch.programs)
 
     def build(self) -> Trace:
         if self.done != self.num_programs:
             raise TraceCaptureError(f"internal: captured {self.done} of {self.num_programs} programs")
+        if self.writer is not None:
+            from swizzleperf.sim.stored import StoredTrace
+
+            return StoredTrace(self.writer.finish())
         cols: dict[str, list[np.ndarray]] = {k: [np.empty(0, d)] for k, d in (
             ("programs", np.int64), ("lines", np.int64), ("sectors", np.uint8), ("ev_sizes", np.int64),
             ("ev_store", bool), ("n_events", np.int64), ("n_accesses", np.int64))}

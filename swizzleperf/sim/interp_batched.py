@@ -26,6 +26,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -58,13 +59,13 @@ class BatchedCapture:
     """Runs a prepared launch batch by batch and collects its events into a TraceBuilder."""
 
     def __init__(self, launch: PreparedLaunch, line_bytes: int, sector_bytes: int,
-                 progress: Callable[[int, int], None] | None = None, expire: bool = True):
+                 progress: Callable[[int, int], None] | None = None, expire: bool = True, spill: Path | None = None):
         self.launch = launch
         self.layout = launch.layout
         self.shifts = sector_shifts(line_bytes, sector_bytes)
         self.grid = launch.grid
         self.num_programs = int(np.prod(self.grid))
-        self.builder = TraceBuilder(self.num_programs, line_bytes, sector_bytes)
+        self.builder = TraceBuilder(self.num_programs, line_bytes, sector_bytes, spill)
         self.progress = progress
         self.batch: EventBatch | None = None
         self.coords: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -201,17 +202,18 @@ def _address_order(ptrs: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarra
 
 
 def capture_batched(launch: PreparedLaunch, line_bytes: int, sector_bytes: int,
-                    progress: Callable[[int, int], None] | None = None) -> BatchedCapture:
-    """Run the whole launch batched. Raises NeedsReference when only reference mode can be exact."""
+                    progress: Callable[[int, int], None] | None = None, spill: Path | None = None) -> BatchedCapture:
+    """Run the whole launch batched (its events written to `spill` as they come, if given).
+    Raises NeedsReference when only reference mode can be exact."""
     try:
-        return _capture_batched(launch, line_bytes, sector_bytes, progress, expire=True)
+        return _capture_batched(launch, line_bytes, sector_bytes, progress, expire=True, spill=spill)
     except Expired:  # a value was read long after its load: keep every load, in smaller batches
-        return _capture_batched(launch, line_bytes, sector_bytes, progress, expire=False)
+        return _capture_batched(launch, line_bytes, sector_bytes, progress, expire=False, spill=spill)
 
 
 def _capture_batched(launch: PreparedLaunch, line_bytes: int, sector_bytes: int, progress,
-                     expire: bool) -> BatchedCapture:
-    engine = BatchedCapture(launch, line_bytes, sector_bytes, progress, expire)
+                     expire: bool, spill: Path | None) -> BatchedCapture:
+    engine = BatchedCapture(launch, line_bytes, sector_bytes, progress, expire, spill)
     with batched_interpreter(engine), language_patched(launch) as kernel_args:
         engine.run(launch.executor.fn, kernel_args)
     return engine

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -50,8 +51,10 @@ def as_capture_error(exc: BaseException) -> SwizzlePerfError:
 
 class LaunchCapture:
     def __init__(self, mode: str, line_bytes: int, sector_bytes: int, progress: Callable[[int, int], None] | None,
-                 warn: Callable[[str], None], programs: Sequence[int] | None = None, verify: int = 4):
+                 warn: Callable[[str], None], programs: Sequence[int] | None = None, verify: int = 4,
+                 spill: Path | None = None):
         self.mode = mode
+        self.spill = spill  # fast mode writes its events here as it goes (a run file)
         self.line_bytes, self.sector_bytes = line_bytes, sector_bytes
         self.progress = progress
         self.warn = warn
@@ -120,7 +123,7 @@ class LaunchCapture:
         launch = prepare_launch(executor, args_dev, kwargs)
         self.grid = launch.grid
         try:
-            engine = capture_batched(launch, self.line_bytes, self.sector_bytes, self.progress)
+            engine = capture_batched(launch, self.line_bytes, self.sector_bytes, self.progress, self.spill)
         except ProgramFault as fault:  # reference mode has the last word on a kernel's errors
             self._run_alone(launch, fault.program, self._recorder(keep_undo=True))
             raise NeedsReference(f"fast mode reported for program {fault.program}: {fault.error}; "

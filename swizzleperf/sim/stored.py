@@ -47,6 +47,10 @@ class StoredTrace:
         self.num_events = int(header["num_events"])
         self.num_accesses = int(header["num_accesses"])
 
+    def __reduce__(self):
+        """Pickled by path (an executor's worker reopens the file; the open handle cannot travel)."""
+        return (StoredTrace, (self.path,))
+
     @property
     def sectors_per_line(self) -> int:
         return self.line_bytes // (self.sector_bytes or self.line_bytes)
