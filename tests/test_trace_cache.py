@@ -47,3 +47,28 @@ def test_cache_command_shows_entries_total_and_bound_and_clears(tmp_path, monkey
     assert runner.invoke(app, ["cache", "info"]).output == shown.output
     assert "deleted 1 traces" in runner.invoke(app, ["cache", "clear", "--kernel", "gemm"]).output
     assert [p.name for p in tmp_path.glob("*.runs")] == ["a.runs"]
+
+
+def test_a_trace_cached_before_compact_traces_is_converted_not_captured_again(tmp_path, monkeypatch):
+    import numpy as np
+    import pytest
+
+    from swizzleperf.kernel import load_kernel
+    from swizzleperf.sim import capture
+    from swizzleperf.sim.trace import Trace, TraceMeta
+
+    kernel = load_kernel(capture.Path(__file__).resolve().parents[1] / "kernels" / "softmax.py")
+    path = capture.cached_trace_path(kernel, "tiny", 128, tmp_path)
+    trace = Trace(lines=np.array([1, 2, 3, 9], np.int64), is_store=np.array([0, 0, 0, 1], bool),
+                  event_offsets=np.array([0, 3, 4]), program_offsets=np.array([0, 1, 2]), line_bytes=128)
+    meta = TraceMeta(kernel="softmax", kernel_sha256=kernel.sha256, size_name="tiny", size={}, grid=(2,),
+                     launch_grid=(2, 1, 1), line_bytes=128, mode="fast", requested_mode="fast", num_programs=2,
+                     num_events=2, num_accesses=4, seconds=1.0, versions={})
+    trace.save(path.with_suffix(".npz"), meta)
+
+    def no_child(*args):
+        pytest.fail("a legacy trace must be converted, not captured again")
+    monkeypatch.setattr(capture, "_run_capture_child", no_child)
+    stored = capture.capture_trace(kernel, "tiny", cache_dir=tmp_path)
+    assert stored.equals(trace) and path.exists() and not path.with_suffix(".npz").exists()
+    assert [e.data for e in trace_cache.entries(tmp_path)] == [path]

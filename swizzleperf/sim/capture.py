@@ -51,7 +51,7 @@ from swizzleperf.sim.trace import TRACE_FORMAT_VERSION, Trace, TraceMeta, meta_p
 
 Mode = Literal["fast", "reference"]
 
-CAPTURE_VERSION = 3  # bump when capture semantics or the stored format change: it is part of every cache key
+CAPTURE_VERSION = 2  # bump when capture semantics change: it is part of every cache key
 # Every trace records which 32-byte sectors of each line an access touches (NVIDIA's L2 and L1 look
 # up and fill sectors); a model of a coarser cache merges them (see sim.engine).
 SECTOR_BYTES = 32
@@ -104,6 +104,8 @@ def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_di
     kernel.size(size)  # a ContractError naming the declared sizes
     sector_shifts(line_bytes, sector_bytes_of(line_bytes))  # a power of two of at most 8 sectors, or an error
     path = cached_trace_path(kernel, size, line_bytes, cache_dir)
+    if use_cache and not path.exists():
+        _convert_legacy(path)
     if use_cache and path.exists() and meta_path(path).exists():
         try:
             trace = StoredTrace(path)
@@ -130,6 +132,23 @@ def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_di
             for leftover in (out, meta_path(out), *out.parent.glob(f"{out.name}.*.part")):
                 leftover.unlink(missing_ok=True)
     return trace
+
+
+def _convert_legacy(path: Path) -> None:
+    """A trace cached before compact traces (`.npz`, same key: the trace itself is unchanged) becomes a
+    `.runs` file instead of being captured again."""
+    legacy = path.with_suffix(".npz")
+    if not (legacy.exists() and meta_path(path).exists()):
+        return
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.runs")
+    try:
+        write_trace(Trace.load(legacy), tmp)
+        os.replace(tmp, path)
+        legacy.unlink(missing_ok=True)
+    except (TraceCaptureError, OSError) as exc:
+        warnings.warn(f"cannot convert the cached trace {legacy.name}: {exc}", RuntimeWarning, stacklevel=3)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 # --- the child process -----------------------------------------------------------------------

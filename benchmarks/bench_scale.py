@@ -1,0 +1,172 @@
+"""Scale: memory and throughput of capture + simulation on long-context attention, and set sampling's error.
+
+    .venv/bin/python benchmarks/bench_scale.py                  everything below
+    .venv/bin/python benchmarks/bench_scale.py memory [--long] attention at 128 heads x 16K (and 8 x 64K)
+    .venv/bin/python benchmarks/bench_scale.py sampling         set sampling vs full on the suite
+
+Each measured step (a capture, one simulation) runs in a fresh child process, so its peak resident
+memory is its own: `ru_maxrss` of the child and of the capture process it starts. Captures go to the
+trace cache (a cached trace is reported as such, with the time of its original capture from its
+metadata). The machine may be shared: the load average is printed with the results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LONG = {"heads": 8, "kv_heads": 8, "seq": 65536}  # 8 heads x 64K, otherwise as mha128_16k
+
+
+def _peak_mb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 1024
+
+
+def _kernel(size: str):
+    """kernels/attention.py, with the 8 x 64K size added in a copy when asked for (sweep's mechanism)."""
+    from swizzleperf.kernel import load_kernel
+    from swizzleperf.sweep import kernel_with_size
+
+    kernel = load_kernel(ROOT / "kernels" / "attention.py")
+    if size == "h8_s64k":
+        workdir = Path(tempfile.gettempdir()) / "swizzleperf-bench-scale"
+        workdir.mkdir(exist_ok=True)
+        kernel = kernel_with_size(kernel, size, {**kernel.size("mha128_16k"), **LONG}, workdir)
+    return kernel
+
+
+def _phase(spec: dict) -> dict:
+    """One measured step, in this (child) process."""
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.kernel import load_kernel
+    from swizzleperf.profilers.sim import SimProfiler
+    from swizzleperf.sim.capture import capture_trace
+    from swizzleperf.sim.engine import simulate
+
+    from swizzleperf.sim.capture import cached_trace_path
+
+    kernel = _kernel(spec["size"]) if spec.get("attention") else load_kernel(spec["kernel"])
+    start = time.perf_counter()
+    if spec["what"] == "capture":
+        cached = cached_trace_path(kernel, spec["size"]).exists()
+        trace = capture_trace(kernel, spec["size"])
+        return {"seconds": time.perf_counter() - start, "accesses": trace.num_accesses, "cached": cached,
+                "file_mb": trace.path.stat().st_size / 2**20, "peak_mb": _peak_mb()}
+    if spec["what"] == "sampling":
+        return _sampling(kernel, spec["every"])
+    profiler = SimProfiler(PRESETS[spec["hardware"]], gpu_occupancy=False)
+    trace = profiler.trace(kernel, spec["size"])
+    hw, _ = profiler.kernel_hardware(kernel, spec["size"])
+    results = {}
+    for remap, source in _remaps(kernel, spec.get("remaps", ["identity"])).items():
+        t0 = time.perf_counter()
+        result = simulate(trace, profiler.program_for_slot(kernel, source, spec["size"]), hw, sample=spec["sample"])
+        results[remap] = {"read_hit_pct": result.read_hit_pct, "seconds": time.perf_counter() - t0}
+    return {"seconds": time.perf_counter() - start, "accesses": int(result.bounds.trace_accesses),
+            "results": results, "peak_mb": _peak_mb()}
+
+
+def _sampling(kernel, every: int) -> dict:
+    """Read hit rate of the kernel's own remap, full and sampled, on mi300x and h100."""
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.profilers.sim import SimProfiler
+    from swizzleperf.sim.engine import simulate
+
+    out = {}
+    for preset in ("mi300x", "h100"):
+        profiler = SimProfiler(PRESETS[preset], gpu_occupancy=False)
+        size = kernel.default_size
+        trace, (hw, _) = profiler.trace(kernel, size), profiler.kernel_hardware(kernel, size)
+        perm = profiler.program_for_slot(kernel, kernel.hook_source, size)
+        out[preset] = {str(n): simulate(trace, perm, hw, sample=n).read_hit_pct for n in (1, every)}
+    return out
+
+
+def _remaps(kernel, names: list[str]) -> dict[str, str]:
+    from swizzleperf.families import FamilyInstance
+
+    return {name: kernel.hook_source if name == "identity" else FamilyInstance(name, ()).render(kernel.hook)
+            for name in names}
+
+
+def run_phase(**spec) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "_phase", json.dumps(spec)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_attention_memory(long: bool = False) -> list[dict]:
+    """Capture, then full and sampled simulation of block-first (the kernel's order) and head-first,
+    at 128 heads x 16K (and 8 heads x 64K with `long`), on the h100 preset."""
+    rows = []
+    for size in ["mha128_16k"] + (["h8_s64k"] if long else []):
+        rows.append({"size": size, "step": "capture", **run_phase(what="capture", size=size, attention=True)})
+        if rows[-1].get("cached"):
+            rows[-1]["step"] = "capture (cached: opening only)"
+        print(_memory_row(rows[-1]), flush=True)
+        for sample in (8, 1):
+            step = "simulate, full" if sample == 1 else f"simulate, 1 set in {sample}"
+            rows.append({"size": size, "step": step, **run_phase(what="sim", size=size, attention=True,
+                                                                 hardware="h100", sample=sample,
+                                                                 remaps=["identity", "head_first"])})
+            print(_memory_row(rows[-1]), flush=True)
+    return rows
+
+
+def _memory_row(row: dict) -> str:
+    if "error" in row:
+        return f"| {row['size']} | {row['step']} | failed: {row['error']} | | | |"
+    rate = row["accesses"] / row["seconds"] / 1e6
+    hits = ", ".join(f"{k} {v['read_hit_pct']:.2f}% ({v['seconds']:.0f} s)" for k, v in row.get("results", {}).items())
+    return (f"| {row['size']} | {row['step']} | {row['accesses'] / 1e9:.2f} G | {row['seconds']:.0f} s | "
+            f"{rate:.1f} M/s | {row['peak_mb']:,.0f} MB | {hits} |")
+
+
+def bench_sampling_error(every: int = 8) -> float:
+    """Read hit rate, full against 1 set in `every`, for every suite kernel at its default size on
+    mi300x and h100 (the kernel's own remap); returns the largest difference in points."""
+    worst = 0.0
+    print(f"| kernel | preset | full | 1 set in {every} | difference (points) |\n|---|---|---|---|---|")
+    for path in sorted((ROOT / "kernels").glob("*.py")):
+        got = run_phase(what="sampling", kernel=str(path), size="", every=every)
+        if "error" in got:
+            print(f"| {path.stem} | | failed: {got['error']} | | |")
+            continue
+        for preset, pct in got.items():
+            diff = pct[str(every)] - pct["1"]
+            worst = max(worst, abs(diff))
+            print(f"| {path.stem} | {preset} | {pct['1']:.2f}% | {pct[str(every)]:.2f}% | {diff:+.2f} |", flush=True)
+    print(f"largest difference: {worst:.2f} points")
+    return worst
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["_phase"]:
+        print(json.dumps(_phase(json.loads(argv[1]))))
+        return
+    what = argv[0] if argv else "all"
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if what in ("all", "memory"):
+        print("| size | step | line accesses | wall | rate | peak RSS | read hit (h100 preset) |\n"
+              "|---|---|---|---|---|---|---|")
+        bench_attention_memory(long="--long" in argv or what == "all")
+    if what in ("all", "sampling"):
+        bench_sampling_error()
+    for other in ("bench_optimize_workers", "bench_bench_workers"):  # the executors' timings, where present
+        if what == "all" and other in globals():
+            globals()[other]()
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
