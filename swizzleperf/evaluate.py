@@ -6,15 +6,17 @@ pipeline but never the loop. The result is an `Attempt`, whatever happened.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 
 from swizzleperf import correctness, remap
 from swizzleperf.errors import RemapRejected, SwizzlePerfError
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import Attempt, Stage, StageResult, kernel_diff
-from swizzleperf.kernel import KernelFile
+from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import Proposal
 from swizzleperf.untrusted import echo
@@ -41,6 +43,12 @@ class CandidateEvaluator:
         if grids is None:
             grids = remap.bijectivity_grids(kernel.hook, [kernel.grid(name) for name in kernel.sizes], hw.num_domains)
         self.grids = grids
+
+    def __reduce__(self):
+        """Pickled for an executor's worker: the kernel as its path, hash and text (a module does not pickle)."""
+        kernel = self.kernel
+        return (_rebuilt, ((str(kernel.path), kernel.sha256, kernel.source), self.hw, self.profiler, self.size,
+                           self.seeds, self.correctness_sizes, self.grids))
 
     def evaluate(self, proposal: Proposal, iteration: int,
                  on_stage: Callable[[Stage], None] | None = None) -> Attempt:
@@ -107,6 +115,30 @@ class CandidateEvaluator:
         assert self.profiler is not None
         report = self.profiler.profile(self.kernel, proposal.source, self.size)
         return True, report.summary(), None, report
+
+
+_KERNELS: dict[tuple[str, str], KernelFile] = {}  # a worker's kernels, loaded once per process
+
+
+def _rebuilt(kernel: tuple[str, str, str], *args) -> CandidateEvaluator:
+    return CandidateEvaluator(worker_kernel(*kernel), *args)
+
+
+def worker_kernel(path: str, sha256: str, source: str) -> KernelFile:
+    """The kernel a worker evaluates: the file at `path` when it still has this hash (the same machine),
+    else a copy of `source` under the same file name (another node, or the file changed since)."""
+    key = (path, sha256)
+    if key not in _KERNELS:
+        try:
+            kernel = load_kernel(path)
+        except SwizzlePerfError:  # gone, or no longer a kernel: the text travelled with the evaluator
+            kernel = None
+        if kernel is None or kernel.sha256 != sha256:
+            copy = Path(tempfile.mkdtemp(prefix="swizzleperf-kernel-")) / Path(path).name
+            copy.write_text(source)
+            kernel = load_kernel(copy)
+        _KERNELS[key] = kernel
+    return _KERNELS[key]
 
 
 def _error_text(exc: Exception) -> str:

@@ -56,6 +56,8 @@ class Attempt(BaseModel):
                                                           "and recorded on the attempt that asked")
     started_at: datetime
     seconds: float
+    device: str | None = Field(None, description="the GPU the candidate was profiled on, where an executor gave "
+                                                 "it one of several (a pool worker's GPU, or Ray's node and GPU)")
 
     @property
     def accepted(self) -> bool:

@@ -13,14 +13,19 @@ from pathlib import Path
 from swizzleperf import artifacts
 from swizzleperf.errors import LLMError, RunError, SwizzlePerfError
 from swizzleperf.evaluate import CandidateEvaluator
+from swizzleperf.executors import Candidate, Executor, InProcess
+from swizzleperf.executors.base import evaluate_candidate
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import RANKING_RULE, Attempt, History, Stage
 from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
-from swizzleperf.proposers.base import LLMUsage, Proposal, ProposalContext, Proposer
+from swizzleperf.proposers.base import LLMUsage, Proposal, ProposalContext, Proposer, propose_batch
 from swizzleperf.remap import normalise
-from swizzleperf.runs import BestRef, KernelRef, RunDir
+from swizzleperf.runs import BestRef, KernelRef, PendingBatch, RunDir, RunRecord
 from swizzleperf.untrusted import echo
+
+
+DEFAULT_BATCH = 4  # proposals per snapshot of the history: the same on every machine, so runs are too
 
 
 @dataclass
@@ -29,6 +34,7 @@ class LoopSettings:
     patience: int = 10  # stop after this many attempts without a better hit rate
     stop_at_ceiling: bool = True  # no remap can beat the ceiling: stop once the best reaches it
     seed: int = 0
+    batch: int = 1  # proposals made from one snapshot of the history (and evaluated together)
 
 
 class Observer:
@@ -36,6 +42,7 @@ class Observer:
 
     def stage(self, iteration: int, proposal: Proposal, stage: Stage) -> None: ...
     def proposing(self, iteration: int) -> None: ...
+    def batch(self, candidates: list[Candidate], executor: str) -> None: ...
     def attempt(self, attempt: Attempt, history: History) -> None: ...
     def stopped(self, reason: str) -> None: ...
 
@@ -48,7 +55,7 @@ def start_run(root: Path, kernel: KernelFile, size: str, hw: HardwareSpec, hw_re
         hardware=hw, hardware_reason=hw_reason, profiler=profiler.name, profiler_reason=profiler_reason,
         proposer=proposer.name, proposer_options=proposer_options, seed=settings.seed,
         iterations=settings.iterations, patience=settings.patience, stop_at_ceiling=settings.stop_at_ceiling,
-        ranking_rule=RANKING_RULE))
+        batch=settings.batch, ranking_rule=RANKING_RULE))
 
 
 def reopen_kernel(run: RunDir) -> KernelFile:
@@ -66,53 +73,113 @@ def baseline_proposal(kernel: KernelFile) -> Proposal:
 
 
 def run_loop(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: CandidateEvaluator,
-             history: History, observer: Observer, should_stop: Callable[[], bool] = lambda: False) -> History:
-    """Continue `run` from its history until the iteration budget, patience or the proposer runs out."""
+             history: History, observer: Observer, should_stop: Callable[[], bool] = lambda: False,
+             executor: Executor | None = None) -> History:
+    """Continue `run` from its history until the iteration budget, patience or the proposer runs out.
+
+    Proposals come in batches of up to `run.record.batch`, all made from one snapshot of the history;
+    `executor` evaluates a batch (default: in this process) and the attempts are recorded in proposal
+    order, so the run is the same whichever executor evaluated it. A batch is kept in batch.json until
+    its last attempt is recorded: a run stopped mid-batch resumes with the rest of it, as proposed.
+    A stop condition met mid-batch (ceiling, patience) drops the rest of the batch.
+    """
+    executor = executor or InProcess()
     record = run.record
     if not history.attempts:
-        _record(run, history, evaluator.evaluate(baseline_proposal(kernel), 0,
-                                                 lambda s: observer.stage(0, baseline_proposal(kernel), s)), observer)
+        baseline = Candidate(0, baseline_proposal(kernel))
+        _record(run, history, evaluate_candidate(evaluator, baseline, observer.stage), observer)
         if history.baseline() is None:
             failure = history.attempts[0].failure
             raise RunError(f"the kernel's own remap failed {failure.stage if failure else 'profiling'}: "
                            f"{failure.detail if failure else ''} -- fix the kernel before optimizing it")
-    reason = f"reached {record.iterations} iterations"
-    while len(history) <= record.iterations:
-        if should_stop():
-            reason = "stopped by the user"
+    while True:
+        reason = (f"reached {record.iterations} iterations" if len(history) > record.iterations else
+                  "stopped by the user" if should_stop() else _stop_reason(record, history))
+        if reason is not None:
             break
-        best = history.best().report
-        if record.stop_at_ceiling and best.at_ceiling:
-            reason = (f"the best remap reaches the ceiling ({best.ceiling_pct:.2f}%): no remap can do better"
-                      if best.hit_pct >= best.ceiling_pct - 1e-9 else
-                      f"the best remap fetches only the compulsory misses ({best.unique_lines:,}): no remap can fetch "
-                      f"less (its hit rate stays below the ceiling because the L1 serves some reads)")
-            break
-        since_best = _attempts_since_best(history)
-        if since_best >= record.patience:
-            reason = f"no better hit rate in the last {since_best} attempts (patience {record.patience})"
-            break
-        iteration = len(history)
-        observer.proposing(iteration)
-        try:
-            proposal = proposer.propose(_context(kernel, record.hardware, history, iteration))
-        except LLMError as exc:  # the client already retried: record it and stop rather than burn patience
-            # tokens spent earlier in this proposal (the memory analysis) travel on the error
-            _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc, exc.usage,
-                                                   exc.memory_analysis), observer)
-            reason = f"the model failed: {exc}"
-            break
-        except Exception as exc:  # noqa: BLE001 -- a bad answer (or a bug reading it) is an attempt, not the end
-            _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc), observer)
-            continue
-        if proposal is None:
-            reason = f"the {proposer.name} proposer has nothing new to try"
-            break
-        _record(run, history, _evaluated(evaluator, proposal, iteration, observer), observer)
+        batch = _resumable_batch(run, len(history))
+        if batch is None:
+            batch, reason = _propose(run, kernel, proposer, evaluator, history, observer)
+            if reason is not None:
+                break
+            if batch is None:  # the proposer failed: recorded as an attempt
+                continue
+        _evaluate_batch(run, batch, evaluator, executor, history, observer, should_stop)
     observer.stopped(reason)
     record.status, record.status_detail = "finished", reason
     run.save()
     return history
+
+
+def _stop_reason(record: RunRecord, history: History) -> str | None:
+    """Why the run should stop now (iterations, the ceiling, patience), or None."""
+    if len(history) > record.iterations:
+        return f"reached {record.iterations} iterations"
+    best = history.best().report
+    if record.stop_at_ceiling and best.at_ceiling:
+        return (f"the best remap reaches the ceiling ({best.ceiling_pct:.2f}%): no remap can do better"
+                if best.hit_pct >= best.ceiling_pct - 1e-9 else
+                f"the best remap fetches only the compulsory misses ({best.unique_lines:,}): no remap can fetch "
+                f"less (its hit rate stays below the ceiling because the L1 serves some reads)")
+    since_best = _attempts_since_best(history)
+    if since_best >= record.patience:
+        return f"no better hit rate in the last {since_best} attempts (patience {record.patience})"
+    return None
+
+
+def _resumable_batch(run: RunDir, recorded: int) -> PendingBatch | None:
+    """The batch a stop left part-evaluated (batch.json), or None; a finished or stale one is removed."""
+    batch = run.pending_batch()
+    if batch is not None and batch.start <= recorded < batch.start + len(batch.proposals):
+        return batch
+    run.clear_batch()
+    return None
+
+
+def _propose(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: CandidateEvaluator,
+             history: History, observer: Observer) -> tuple[PendingBatch | None, str | None]:
+    """(the next batch, saved to batch.json, None) or (None, why the run stops); (None, None) when the
+    proposer failed, which is recorded as an attempt."""
+    record, iteration = run.record, len(history)
+    observer.proposing(iteration)
+    try:
+        proposals = propose_batch(proposer, _context(kernel, record.hardware, history, iteration),
+                                  min(record.batch, record.iterations + 1 - iteration))
+    except LLMError as exc:  # the client already retried: record it and stop rather than burn patience
+        # tokens spent earlier in this proposal (the memory analysis) travel on the error
+        _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc, exc.usage,
+                                               exc.memory_analysis), observer)
+        return None, f"the model failed: {exc}"
+    except Exception as exc:  # noqa: BLE001 -- a bad answer (or a bug reading it) is an attempt, not the end
+        _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc), observer)
+        return None, None
+    if not proposals:
+        return None, f"the {proposer.name} proposer has nothing new to try"
+    batch = PendingBatch(start=iteration, proposals=proposals)
+    run.save_batch(batch)
+    return batch, None
+
+
+def _evaluate_batch(run: RunDir, batch: PendingBatch, evaluator: CandidateEvaluator, executor: Executor,
+                    history: History, observer: Observer, should_stop: Callable[[], bool]) -> None:
+    """Evaluate what of `batch` is not recorded yet and record it in order. A stop condition met on the
+    way (the ceiling, patience: the batch's size respects the iteration budget) drops the rest."""
+    end = batch.start + len(batch.proposals)
+    candidates = [Candidate(batch.start + i, p) for i, p in enumerate(batch.proposals)][len(history) - batch.start:]
+    if len(candidates) > 1:
+        observer.batch(candidates, executor.describe())
+    evaluation = executor.evaluate(evaluator, candidates, observer.stage)
+    for attempt in evaluation:
+        _record(run, history, attempt, observer)
+        if should_stop():
+            evaluation.cancel()  # nothing new starts; what runs finishes and is recorded in order
+        if len(history) < end and _stop_reason(run.record, history) is not None:
+            evaluation.cancel()
+            break
+    else:
+        if len(history) < end:
+            return  # stopped by the user: batch.json keeps the rest for a resume
+    run.clear_batch()
 
 
 def _context(kernel: KernelFile, hardware: HardwareSpec, history: History, iteration: int) -> ProposalContext:
@@ -121,20 +188,6 @@ def _context(kernel: KernelFile, hardware: HardwareSpec, history: History, itera
         every_attempt=tuple(history.all_views()), iteration=iteration,
         seen_sources=frozenset(_normalised(a.source) for a in history.attempts),
         best=history.best().report, memory_analysis=history.memory_analysis())
-
-
-def _evaluated(evaluator: CandidateEvaluator, proposal: Proposal, iteration: int, observer: Observer) -> Attempt:
-    """The proposal's attempt; an exception evaluate() itself did not turn into one becomes one here."""
-    try:
-        return evaluator.evaluate(proposal, iteration, lambda s: observer.stage(iteration, proposal, s))
-    except Exception as exc:  # noqa: BLE001 -- the loop survives anything one attempt does
-        failed = _as_failed(proposal, f"the attempt could not be evaluated: {type(exc).__name__}: {exc}")
-        return evaluator.evaluate(failed, iteration)
-
-
-def _as_failed(proposal: Proposal, error: str) -> Proposal:
-    """The proposal marked as failed before its checks, its text kept for the record."""
-    return proposal.model_copy(update={"extraction_error": echo(error, 1000)})
 
 
 def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer) -> None:

@@ -4,6 +4,7 @@
     attempts.jsonl  one Attempt per line, appended and fsynced as each finishes
     best/           the kernel with the best remap applied, and the remap alone
     report.md       a table of attempts and the pictures
+    batch.json      only while a batch is evaluated: its proposals (PendingBatch), for a resume
 
 A run killed at any moment keeps every finished attempt: attempts.jsonl is append-only and a
 torn last line (the kill landed mid-write) is ignored on load; run.json is replaced atomically.
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from swizzleperf.errors import RunError
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import Attempt, History
-from swizzleperf.proposers.base import LLMUsage
+from swizzleperf.proposers.base import LLMUsage, Proposal
 
 RUN_SCHEMA_VERSION = 1
 Status = Literal["running", "finished", "interrupted", "failed"]
@@ -67,12 +68,22 @@ class RunRecord(BaseModel):
     iterations: int
     patience: int
     stop_at_ceiling: bool = True
+    batch: int = Field(1, description="proposals made from one snapshot of the history (runs before batches: 1)")
     ranking_rule: str
     versions: dict[str, str]
     baseline_hit_pct: float | None = None
     ceiling_pct: float | None = None
     best: BestRef | None = None
     usage: LLMUsage = Field(default_factory=LLMUsage)
+
+
+class PendingBatch(BaseModel):
+    """batch.json: a batch of proposals being evaluated. Written before the first is evaluated and
+    removed once the last is recorded, so a resume evaluates what a stop left out, as proposed."""
+
+    model_config = ConfigDict(extra="forbid")
+    start: int = Field(description="the iteration of the batch's first proposal")
+    proposals: list[Proposal]
 
 
 def library_versions() -> dict[str, str]:
@@ -150,6 +161,25 @@ class RunDir:
     def save(self) -> None:
         self.record.updated_at = _now()
         _write_atomic(self.path / "run.json", self.record.model_dump_json(indent=2) + "\n")
+
+    @property
+    def batch_path(self) -> Path:
+        return self.path / "batch.json"
+
+    def save_batch(self, batch: PendingBatch) -> None:
+        _write_atomic(self.batch_path, batch.model_dump_json(indent=2) + "\n")
+
+    def pending_batch(self) -> PendingBatch | None:
+        """The batch a stop left part-evaluated, if any."""
+        if not self.batch_path.exists():
+            return None
+        try:
+            return PendingBatch.model_validate_json(self.batch_path.read_text())
+        except ValidationError as exc:
+            raise RunError(f"{self.batch_path} does not match a pending batch: {exc.errors()[0]['msg']}") from exc
+
+    def clear_batch(self) -> None:
+        self.batch_path.unlink(missing_ok=True)
 
     def append_attempt(self, attempt: Attempt) -> None:
         with open(self.attempts_path, "a") as f:

@@ -22,7 +22,8 @@ from swizzleperf.errors import ContractError, RunError
 from swizzleperf.evaluate import CandidateEvaluator
 from swizzleperf.history import Attempt, History, Stage
 from swizzleperf.kernel import find_kernel, load_kernel
-from swizzleperf.optimize import LoopSettings, Observer, finish, reopen_kernel, run_loop, start_run
+from swizzleperf.executors import Candidate, Executor, make_executor
+from swizzleperf.optimize import DEFAULT_BATCH, LoopSettings, Observer, finish, reopen_kernel, run_loop, start_run
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal, Proposer
 from swizzleperf.proposers.search import SearchProposer
@@ -51,6 +52,9 @@ class OptimizeRequest:
     resume: str | None
     runs_dir: Path
     stop_at_ceiling: bool = True
+    batch: int = DEFAULT_BATCH  # proposals per snapshot of the history (a resumed run keeps its own)
+    workers: int | None = 1  # None: one per core (default_workers()); 1: in this process
+    ray: str | None = None  # 'auto' or a cluster address: evaluate on Ray instead
 
 
 def resolve_proposer(requested: str | None, model: str | None) -> tuple[str, str | None]:
@@ -104,6 +108,10 @@ class ConsoleObserver(Observer):
     def proposing(self, iteration: int) -> None:
         self.progress.update(self.task, description=f"#{iteration} asking the proposer")
 
+    def batch(self, candidates: list[Candidate], executor: str) -> None:
+        self.progress.update(self.task, description=f"#{candidates[0].iteration}-#{candidates[-1].iteration}: "
+                                                    f"{len(candidates)} candidates, {executor}")
+
     def stage(self, iteration: int, proposal: Proposal, stage: Stage) -> None:
         self.progress.update(self.task, description=f"#{iteration} {proposal.family}: {stage}")
 
@@ -128,6 +136,7 @@ class ConsoleObserver(Observer):
 
 
 def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
+    executor = make_executor(request.workers, request.ray)  # first: a missing Ray stops before a run exists
     progress = progress_bar(console)
     on_capture = capture_progress(progress)
     if request.resume:
@@ -137,9 +146,11 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
     rec = run.record
     evaluator = CandidateEvaluator(kernel, rec.hardware, profiler, rec.size)
     history = run.load_history()
+    console.print(f"  evaluation: {executor.describe()}; up to {rec.batch} proposals per batch", highlight=False)
     with _CtrlC(console) as ctrl_c:
         try:
-            _loop(run, kernel, proposer, evaluator, history, ConsoleObserver(console, progress), progress, ctrl_c)
+            _loop(run, kernel, proposer, evaluator, executor, history, ConsoleObserver(console, progress), progress,
+                  ctrl_c)
             finish(run, kernel, history, profiler)
             _summarise(console, run, history)
         except KeyboardInterrupt:  # the second Ctrl-C: what is on disk is every finished attempt
@@ -148,6 +159,8 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
             console.print(f"[yellow]interrupted[/]: {len(run.load_history())} finished attempts are kept in "
                           f"{run.path}; continue with: {resume_command(run)}", highlight=False, soft_wrap=True)
             raise typer.Exit(130) from None
+        finally:
+            executor.close()
     if ctrl_c.pressed:
         console.print(f"stopped by Ctrl-C; continue with: {resume_command(run)}", highlight=False, soft_wrap=True)
         if request.write:
@@ -189,7 +202,7 @@ def _new_run(request: OptimizeRequest, console: Console, on_capture):
     proposer = make_proposer(proposer_name, request.seed, options)
     run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
                     LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed,
-                                 stop_at_ceiling=request.stop_at_ceiling))
+                                 stop_at_ceiling=request.stop_at_ceiling, batch=request.batch))
     console.print(f"[bold]swizzleperf optimize[/] {kernel.path.name} (size {size}) on {spec.name} ({hw_why})\n"
                   f"  profiler {profiler.name} ({prof_why}); proposer {proposer.name}; run {run.path}")
     return run, kernel, profiler, proposer
@@ -223,13 +236,14 @@ class _CtrlC:
         self.console.print("[yellow]stopping after the current attempt (Ctrl-C again to stop at once)[/]")
 
 
-def _loop(run: RunDir, kernel, proposer: Proposer, evaluator: CandidateEvaluator, history: History,
-          observer: Observer, progress: Progress, ctrl_c: _CtrlC) -> None:
+def _loop(run: RunDir, kernel, proposer: Proposer, evaluator: CandidateEvaluator, executor: Executor,
+          history: History, observer: Observer, progress: Progress, ctrl_c: _CtrlC) -> None:
     """The loop, recording in run.json how it ended: stopped by Ctrl-C, or failed."""
     rec = run.record
     try:
         with progress:
-            run_loop(run, kernel, proposer, evaluator, history, observer, should_stop=lambda: bool(ctrl_c.pressed))
+            run_loop(run, kernel, proposer, evaluator, history, observer, should_stop=lambda: bool(ctrl_c.pressed),
+                     executor=executor)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:

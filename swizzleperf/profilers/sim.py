@@ -47,6 +47,11 @@ class SimProfiler:
         self._achievable: dict[tuple[str, str], tuple[float | None, str]] = {}
         self._bound_found: dict[tuple[str, str], Achievable] = {}  # where a multi-die assignment exists
 
+    def __getstate__(self) -> dict:
+        """For an executor's workers: everything computed so far (the trace, the achievable bound), not
+        the progress display, which belongs to this process."""
+        return {**self.__dict__, "progress": None}
+
     def trace(self, kernel: KernelFile, size: str) -> Trace | StoredTrace:
         """The kernel's trace: expanded in memory where that fits the simulator's memory setting (faster
         for many remaps), else left on disk and replayed in chunks (the same counts either way)."""

@@ -6,13 +6,15 @@ checks, bijectivity and correctness on it exactly as on anything else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
+from swizzleperf.remap import normalise
 from swizzleperf.report import BottleneckReport
 
 Origin = Literal["baseline", "search", "llm", "library"]
@@ -76,8 +78,49 @@ class ProposalContext:
 
 
 class Proposer(Protocol):
+    """Proposers may also have `propose_batch(context, n) -> list[Proposal]`: up to n distinct proposals
+    from one snapshot of the history, evaluated together (the search has it; an LLM turn is one
+    proposal, so the LLM proposers do not). `propose_batch()` below asks whichever a proposer has."""
+
     name: str
 
     def propose(self, context: ProposalContext) -> Proposal | None:
         """The next remap to try, or None when this proposer has nothing new."""
         ...
+
+
+def propose_batch(proposer: Proposer, context: ProposalContext, n: int) -> list[Proposal]:
+    """Up to n proposals from one snapshot (empty: nothing new); one where the proposer only proposes one."""
+    own = getattr(proposer, "propose_batch", None)
+    if own is not None and n > 1:
+        return own(context, n)
+    proposal = proposer.propose(context)
+    return [] if proposal is None else [proposal]
+
+
+def batch_of(propose: Callable[[ProposalContext], Proposal | None], context: ProposalContext,
+             n: int) -> list[Proposal]:
+    """Up to n proposals, each made as if the ones before it were attempts not yet evaluated: tried (in
+    seen_sources) and unscored (in every_attempt, not accepted). A proposer whose choice depends only on
+    what was tried and how it scored proposes, n times in a row, n distinct remaps this way."""
+    batch: list[Proposal] = []
+    while len(batch) < n:
+        proposal = propose(context)
+        if proposal is None:
+            break
+        batch.append(proposal)
+        context = with_pending(context, proposal)
+    return batch
+
+
+def with_pending(context: ProposalContext, proposal: Proposal) -> ProposalContext:
+    """The context a proposer sees next when `proposal` is pending evaluation in the same batch."""
+    try:
+        key = normalise(proposal.source)
+    except Exception:  # noqa: BLE001 -- as the loop does: unparsable text is its own key
+        key = proposal.source
+    pending = AttemptView(iteration=context.iteration, origin=proposal.origin, family=proposal.family,
+                          source=proposal.source, diff="", accepted=False,
+                          reason="pending: evaluated in the same batch")
+    return replace(context, iteration=context.iteration + 1, every_attempt=(*context.every_attempt, pending),
+                   seen_sources=context.seen_sources | {key})

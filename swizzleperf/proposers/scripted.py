@@ -7,7 +7,7 @@ hand: each is treated exactly like any other proposal.
 
 from __future__ import annotations
 
-from swizzleperf.proposers.base import Origin, Proposal, ProposalContext
+from swizzleperf.proposers.base import Origin, Proposal, ProposalContext, batch_of
 
 
 class ScriptedProposer:
@@ -24,3 +24,6 @@ class ScriptedProposer:
             return None
         family, source = self.items[done]
         return Proposal(source=source, family=family, origin=self.origin, rationale="scripted")
+
+    def propose_batch(self, context: ProposalContext, n: int) -> list[Proposal]:
+        return batch_of(self.propose, context, n)

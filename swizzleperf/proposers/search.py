@@ -14,7 +14,7 @@ import random
 from swizzleperf.families import FamilyInstance
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import HookSignature
-from swizzleperf.proposers.base import AttemptView, Proposal, ProposalContext
+from swizzleperf.proposers.base import AttemptView, Proposal, ProposalContext, batch_of
 from swizzleperf.remap import normalise
 
 _CHUNKS = (2, 4, 8, 16, 32, 64, 128)
@@ -108,6 +108,11 @@ class SearchProposer:
                     untried[0], context, f"exploit: {family} is the best family so far ({best.label} at "
                                          f"{score(best):.2f}%); trying its nearest untried neighbour")
         return None
+
+    def propose_batch(self, context: ProposalContext, n: int) -> list[Proposal]:
+        """n distinct proposals: what `propose` gives with the ones before it tried but not yet scored
+        (in the explore phase, the next n families; then the best family's n nearest untried instances)."""
+        return batch_of(self.propose, context, n)
 
     def refine(self, context: ProposalContext, anchor: FamilyInstance, why: str) -> Proposal | None:
         """The untried instance of `anchor`'s family nearest to it (the anchor itself first)."""

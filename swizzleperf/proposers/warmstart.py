@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from swizzleperf.errors import LibraryError, RemapRejected
 from swizzleperf.library import LibraryEntry, transplant
-from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer
+from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer, batch_of
 
 
 class WarmStart:
@@ -30,3 +30,8 @@ class WarmStart:
             why = f"warm start from the library: {entry.summary()}" + (f" ({'; '.join(notes)})" if notes else "")
             return Proposal(source=source, family=family, origin="library", rationale=why)
         return self.inner.propose(context)
+
+    def propose_batch(self, context: ProposalContext, n: int) -> list[Proposal]:
+        """The untried library entries, then the inner proposer's; one at a time where the inner proposer
+        proposes one at a time (an LLM's turn sees the previous one's result)."""
+        return batch_of(self.propose, context, n if hasattr(self.inner, "propose_batch") else 1)

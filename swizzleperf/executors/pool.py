@@ -1,0 +1,170 @@
+"""A local process pool (`--workers N`): the candidates of a batch evaluated side by side.
+
+Workers are fresh interpreters ("spawn": the parent has numba and torch threads, which a fork
+would copy mid-flight), started at the first batch of two or more candidates; a batch of one runs
+in this process, where starting workers would buy nothing and its stages are shown live. Each
+worker receives the evaluator once, when it starts (its simulator state, the trace included),
+and then only (iteration, proposal) pairs.
+
+With a GPU profiler (ncu, rocprofv3) each worker owns one GPU (CUDA_VISIBLE_DEVICES and
+HIP_VISIBLE_DEVICES set before it imports anything that opens one), so there are at most as many
+workers as GPUs and two profiles never share a GPU; the attempt records which GPU it ran on.
+
+Workers ignore Ctrl-C (the parent decides: the first press lets the running candidates finish,
+the second terminates the workers, whose sandbox children die with them). A worker that dies
+mid-candidate breaks the pool: the candidate is run again alone in a fresh pool, and recorded as
+failed, with the reason, if its worker dies again; the candidates after it are resubmitted.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TypeVar
+
+from swizzleperf.evaluate import CandidateEvaluator
+from swizzleperf.executors.base import (
+    Candidate, OrderedFutures, StageCallback, evaluate_candidate, failed_attempt, uses_gpu)
+from swizzleperf.executors.inprocess import SerialEvaluation
+from swizzleperf.history import Attempt
+
+T = TypeVar("T")
+_WORKER: dict = {"evaluator": None, "device": None}  # a worker's own state, set once by _start_worker
+
+
+def visible_gpus() -> list[str]:
+    """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES would name them to a child."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+    if listed:
+        return [part.strip() for part in listed.split(",") if part.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def _start_worker(evaluator: bytes | None, gpus) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _interrupt)  # so a sandbox child running for this worker is killed too
+    if gpus is not None:
+        gpu = gpus.get()
+        os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["HIP_VISIBLE_DEVICES"] = gpu
+        _WORKER["device"] = f"GPU {gpu}"
+    _WORKER["evaluator"] = None if evaluator is None else pickle.loads(evaluator)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _evaluate_in_worker(candidate: Candidate) -> Attempt:
+    return evaluate_candidate(_WORKER["evaluator"], candidate, device=_WORKER["device"])
+
+
+def _call_in_worker(fn: Callable[..., T], call: tuple) -> T:
+    return fn(*call)
+
+
+class ProcessPool:
+    name = "process pool"
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._started_for: tuple[CandidateEvaluator | None, bool] | None = None  # (evaluator, gpu) of the workers
+
+    def describe(self) -> str:
+        return f"process pool, {self.workers} workers"
+
+    def evaluate(self, evaluator: CandidateEvaluator, batch: Sequence[Candidate],
+                 on_stage: StageCallback | None = None):
+        if len(batch) < 2:
+            return SerialEvaluation(evaluator, batch, on_stage)
+        self._ensure(evaluator, uses_gpu(evaluator))
+        return _PoolEvaluation(self, evaluator, batch)
+
+    def map(self, fn: Callable[..., T], calls: Sequence[tuple], gpu: bool = False) -> Iterator[T]:
+        self._ensure(None, gpu, keep_evaluator=True)
+        futures = [self._pool.submit(_call_in_worker, fn, call) for call in calls]
+        return iter(OrderedFutures(futures, lambda index, future: future.result()))
+
+    def submit(self, candidate: Candidate) -> Future:
+        return self._pool.submit(_evaluate_in_worker, candidate)
+
+    def restart(self) -> None:
+        """A fresh pool for the same evaluator (after a worker died)."""
+        evaluator, gpu = self._started_for
+        self.close()
+        self._start(evaluator, gpu)
+
+    def close(self) -> None:
+        """Stop the workers at once, whatever they are running."""
+        if self._pool is None:
+            return
+        # ProcessPoolExecutor would wait for running calls; Python 3.14's terminate_workers() does this
+        for process in list((self._pool._processes or {}).values()):
+            process.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool, self._started_for = None, None
+
+    def _ensure(self, evaluator: CandidateEvaluator | None, gpu: bool, keep_evaluator: bool = False) -> None:
+        """Workers holding `evaluator` (any, for a plain call) and pinned to GPUs when `gpu`."""
+        if self._started_for is not None and self._started_for[1] == gpu and \
+                (keep_evaluator or self._started_for[0] is evaluator):
+            return
+        self.close()
+        self._start(evaluator, gpu)
+
+    def _start(self, evaluator: CandidateEvaluator | None, gpu: bool) -> None:
+        context = multiprocessing.get_context("spawn")
+        workers, gpus = self.workers, None
+        if gpu:
+            ids = visible_gpus()
+            workers, gpus = max(1, min(workers, len(ids))), context.Queue()
+            for gpu_id in ids[:workers]:
+                gpus.put(gpu_id)
+        blob = None if evaluator is None else pickle.dumps(evaluator)
+        self._pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(blob, gpus))
+        self._started_for = (evaluator, gpu)
+
+
+class _PoolEvaluation:
+    """A batch on the pool: results in order; a candidate whose worker died is retried once, alone."""
+
+    def __init__(self, pool: ProcessPool, evaluator: CandidateEvaluator, batch: Sequence[Candidate]):
+        self.pool, self.evaluator, self.batch = pool, evaluator, list(batch)
+        self.ordered = OrderedFutures([pool.submit(c) for c in self.batch], self._result)
+
+    def __iter__(self) -> Iterator[Attempt]:
+        return iter(self.ordered)
+
+    def cancel(self) -> None:
+        self.ordered.cancel()
+
+    def _result(self, index: int, future: Future) -> Attempt:
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            pass
+        candidate = self.batch[index]
+        self.pool.restart()
+        try:
+            attempt = self.pool.submit(candidate).result()
+        except BrokenProcessPool:
+            self.pool.restart()
+            attempt = failed_attempt(self.evaluator, candidate, "the worker evaluating it died twice (killed, or "
+                                                                "crashed by this candidate): not retried again")
+        futures = self.ordered.futures
+        for later in range(index + 1, len(futures)):
+            if not _kept(futures[later]):
+                futures[later] = self.pool.submit(self.batch[later])
+        return attempt
+
+
+def _kept(future: Future) -> bool:
+    """A later future that survives a broken pool: cancelled (by the user), or finished before the break."""
+    return future.cancelled() or (future.done() and not isinstance(future.exception(), BrokenProcessPool))
