@@ -40,9 +40,10 @@ from swizzleperf.correctness import default_device
 from swizzleperf.render import progress_bar
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.evaluate import CandidateEvaluator, hook_constants
+from swizzleperf.executors import Executor, InProcess
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KERNELS_DIR, KernelFile, find_kernel, load_kernel
-from swizzleperf.optimize import reopen_kernel
+from swizzleperf.optimize import DEFAULT_BATCH, reopen_kernel
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal
 from swizzleperf.remap import check_bijective
@@ -176,6 +177,7 @@ class BenchRequest:
     max_sim_accesses: int = DEFAULT_SIM_ACCESSES
     capture_timeout_s: float = DEFAULT_CAPTURE_TIMEOUT_S
     other_sizes: list[str] | None = None  # None: every declared size; names a kernel lacks are ignored for it
+    batch: int = DEFAULT_BATCH  # proposals per snapshot of each kernel's history
 
 
 def find_kernels(names: list[str], kernels_dir: Path = KERNELS_DIR) -> list[Path]:
@@ -355,8 +357,12 @@ def summarise_run(run: RunDir, kernel_path: Path, run_seconds: float) -> KernelR
         run_seconds=run_seconds)
 
 
+def _quiet(text: str) -> None:
+    """The status of a kernel benched in another process: nobody there to show it to."""
+
+
 def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_name: str, device: str,
-                 status: Status) -> KernelResult:
+                 status: Status = _quiet) -> KernelResult:
     """Optimize one kernel (quietly), then check its best remap at the kernel's other sizes."""
     t0 = time.perf_counter()
     status("optimize loop")
@@ -364,7 +370,7 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
         kernel_path=path, hardware=request.hardware, profiler=profiler_name, proposer=request.proposer,
         iterations=request.iterations, patience=request.iterations, size=None, seed=request.seed, model=request.model,
         api_base=request.api_base, llm_mode="aware", llm_timeout=180.0, llm_retries=3, library=None, write=False,
-        resume=None, runs_dir=request.runs_dir)
+        resume=None, runs_dir=request.runs_dir, batch=request.batch)  # in-process: the executor spreads kernels
     try:
         run = run_optimize(optimize, Console(file=io.StringIO()))
     except SwizzlePerfError as exc:
@@ -384,8 +390,10 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
     return result
 
 
-def run_bench(request: BenchRequest, console: Console) -> BenchReport:
-    """Every kernel of the request in turn; prints the table and writes bench.md/.json/.png."""
+def run_bench(request: BenchRequest, console: Console, executor: Executor | None = None) -> BenchReport:
+    """Every kernel of the request, one per call of `executor` (default: in turn, in this process); prints
+    the table and writes bench.md/.json/.png after each kernel, in the request's order."""
+    executor = executor or InProcess()
     t0 = time.perf_counter()
     check_other_sizes(request.other_sizes, request.kernels)
     spec, hw_reason = hardware.resolve(request.hardware)
@@ -394,7 +402,7 @@ def run_bench(request: BenchRequest, console: Console) -> BenchReport:
     out = request.out or request.runs_dir / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     console.print(f"[bold]swizzleperf bench[/] {len(request.kernels)} kernels on {spec.name} ({hw_reason}); profiler "
                   f"{profiler.name} ({profiler_reason}); proposer {request.proposer}, {request.iterations} iterations; "
-                  f"runs in {request.runs_dir}, results in {out}")
+                  f"runs in {request.runs_dir}, results in {out}; kernels: {executor.describe()}")
     report = BenchReport(
         created_at=datetime.now(timezone.utc), hardware=spec, hardware_reason=hw_reason, profiler=profiler.name,
         profiler_reason=profiler_reason, proposer=request.proposer, iterations=request.iterations, seed=request.seed,
@@ -405,11 +413,14 @@ def run_bench(request: BenchRequest, console: Console) -> BenchReport:
     progress = progress_bar(console, unit="kernels")
     with progress:
         task = progress.add_task("bench", total=len(request.kernels))
-        for path in request.kernels:
-            def status(text: str, name: str = path.stem) -> None:
-                progress.update(task, description=f"{name}: {text}")
 
-            result = bench_kernel(path, request, spec, profiler.name, device, status)
+        def status(path: Path) -> Status:
+            if executor.name != "in-process":  # elsewhere: the kernels' lines below say how it goes
+                return _quiet
+            return lambda text: progress.update(task, description=f"{path.stem}: {text}")
+
+        calls = [(path, request, spec, profiler.name, device, status(path)) for path in request.kernels]
+        for result in executor.map(bench_kernel, calls, gpu=profiler.name != "sim"):
             report.kernels.append(result)
             report.total_seconds = time.perf_counter() - t0
             # Written after every kernel: a bench stopped part-way keeps what it finished.

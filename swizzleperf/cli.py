@@ -11,6 +11,7 @@ import ast
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -46,6 +47,13 @@ ProfilerOpt = typer.Option("auto", "--profiler", help="auto (measured where a GP
 ProposerOpt = typer.Option(None, "--proposer", help="search | llm | hybrid; default search, or llm with --model")
 RunsDirOpt = typer.Option(Path("runs"), "--runs-dir", help="where run directories live")
 LibraryOpt = typer.Option(None, "--library", help="library directory (default ./swizzles or $SWIZZLEPERF_LIBRARY)")
+WorkersOpt = typer.Option(None, "--workers", min=1, help="evaluate on a local process pool of N workers (1: in this "
+                                                        "process); default one per core, at most 8")
+RayOpt = typer.Option(None, "--ray", metavar="auto|ADDRESS", help="evaluate on a Ray cluster: auto (found, or started "
+                                                                  "here) or its address; needs swizzleperf[ray]")
+BatchOpt = typer.Option(4, "--batch", min=1, help="proposals made from one snapshot of the history and evaluated "
+                                                  "together (an LLM proposes one at a time; a resumed run keeps "
+                                                  "its own)")  # = optimize.DEFAULT_BATCH, not imported: it is heavy
 
 
 @app.callback()
@@ -292,6 +300,9 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
              no_library: bool = typer.Option(False, "--no-library", help="do not warm-start from a library"),
              write: bool = typer.Option(False, "--write", help="write the best remap into KERNEL itself"),
              resume: Optional[str] = typer.Option(None, "--resume", help="continue a run (path, name or 'latest')"),
+             workers: Optional[int] = WorkersOpt,
+             ray: Optional[str] = RayOpt,
+             batch: int = BatchOpt,
              runs_dir: Path = RunsDirOpt) -> None:
     """Search for a remap that raises the kernel's L2 hit rate; writes a run directory."""
     from swizzleperf.session import OptimizeRequest, run_optimize
@@ -300,7 +311,8 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
                               seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, llm_timeout=llm_timeout,
                               llm_retries=llm_retries, library=_library_for_warm_start(library, no_library),
                               write=write,
-                              resume=resume, runs_dir=runs_dir, stop_at_ceiling=not keep_going)
+                              resume=resume, runs_dir=runs_dir, stop_at_ceiling=not keep_going, batch=batch,
+                              workers=workers, ray=ray)
     run_optimize(request, console)
 
 
@@ -488,6 +500,9 @@ def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]
                                                       "all the kernel declares"),
           out: Optional[Path] = typer.Option(None, "--out", help="where bench.md/.json/.png go "
                                                                  "(default RUNS_DIR/bench-<timestamp>/)"),
+          workers: Optional[int] = WorkersOpt,
+          ray: Optional[str] = RayOpt,
+          batch: int = BatchOpt,
           runs_dir: Path = RunsDirOpt) -> None:
     """Optimize every kernel of a suite, then check each best remap at the kernel's other sizes."""
     from swizzleperf.bench import BenchRequest, find_kernels, run_bench
@@ -496,10 +511,11 @@ def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]
     proposer, note = resolve_proposer(proposer_name, model)
     if note:
         console.print(note, highlight=False)
-    run_bench(BenchRequest(kernels=find_kernels(kernels or []), hardware=hw_name, profiler=profiler_name,
+    request = BenchRequest(kernels=find_kernels(kernels or []), hardware=hw_name, profiler=profiler_name,
                            proposer=proposer, iterations=iterations, seed=seed, model=model, api_base=api_base,
-                           runs_dir=runs_dir, out=out, max_sim_accesses=max_sim_accesses, other_sizes=only),
-              console)
+                           runs_dir=runs_dir, out=out, max_sim_accesses=max_sim_accesses, other_sizes=only, batch=batch)
+    with _executor(workers, ray) as executor:
+        run_bench(request, console, executor)
 
 
 @app.command()
@@ -515,7 +531,9 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
           like: Optional[str] = typer.Option(None, "--like", help="declared size whose other parameters (head dim, "
                                                                "causal, dtype) every shape takes; default: the "
                                                                "kernel's default size"),
-          out: Optional[Path] = typer.Option(None, "--out", help="default runs/sweep-<timestamp>/")) -> None:
+          out: Optional[Path] = typer.Option(None, "--out", help="default runs/sweep-<timestamp>/"),
+          workers: Optional[int] = WorkersOpt,
+          ray: Optional[str] = RayOpt) -> None:
     """Simulate the four attention mappings (block-first or head-first, naive or swizzled) over a grid of
     shapes: table and heatmaps."""
     from swizzleperf.bench import find_kernels
@@ -524,7 +542,21 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
         grid = SweepGrid.parse(heads=heads, seq=seq, batch=batch, kv_heads=kv_heads)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    run_sweep_command(find_kernels([kernel])[0], hw_name, grid, max_accesses, out, console, like=like)
+    with _executor(workers, ray) as executor:
+        run_sweep_command(find_kernels([kernel])[0], hw_name, grid, max_accesses, out, console, like=like,
+                          executor=executor)
+
+
+@contextmanager
+def _executor(workers: int | None, ray: str | None):
+    """The executor --workers/--ray ask for (by default a process pool on a machine with several cores),
+    stopped when the command ends."""
+    from swizzleperf.executors import make_executor
+    executor = make_executor(workers, ray)
+    try:
+        yield executor
+    finally:
+        executor.close()
 
 
 # --- trace cache -----------------------------------------------------------------------------

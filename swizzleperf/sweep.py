@@ -34,6 +34,8 @@ from rich.table import Table
 
 from swizzleperf import hardware
 from swizzleperf.errors import ContractError
+from swizzleperf.evaluate import worker_kernel
+from swizzleperf.executors import Executor, InProcess
 from swizzleperf.families import FamilyInstance
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile, load_kernel
@@ -253,13 +255,22 @@ def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: 
                      ceiling_pct=ceiling, seconds=time.perf_counter() - t0)
 
 
+def _sweep_shape_task(kernel: tuple[str, str, str], shape: Shape, hw: HardwareSpec, access_cap: int, workdir: Path,
+                      cache_dir: Path | None, base: dict[str, int]) -> SweepCell:
+    """sweep_shape where an executor runs it: the kernel travels as (path, sha256, text)."""
+    return sweep_shape(worker_kernel(*kernel), shape, hw, access_cap, workdir, cache_dir, base)
+
+
 def run_sweep(kernel_path: Path, hw: HardwareSpec, hw_reason: str, grid: SweepGrid,
               access_cap: int = DEFAULT_ACCESS_CAP, console: Console | None = None,
-              cache_dir: Path | None = None, like: str | None = None) -> SweepReport:
-    """Every shape of the grid, smallest traces first (so a long sweep shows results early).
+              cache_dir: Path | None = None, like: str | None = None,
+              executor: Executor | None = None) -> SweepReport:
+    """Every shape of the grid, smallest traces first (so a long sweep shows results early), on
+    `executor` (default: in this process), one shape per call.
 
     like: the declared size whose other parameters (head dim, causal, dtype) every shape takes;
     default the kernel's default size."""
+    executor = executor or InProcess()
     t0 = time.perf_counter()
     kernel = load_kernel(kernel_path)
     check_sweepable(kernel, like)
@@ -270,10 +281,12 @@ def run_sweep(kernel_path: Path, hw: HardwareSpec, hw_reason: str, grid: SweepGr
     order = sorted(shapes, key=lambda s: line_accesses(kernel, s.problem(base), hw.line_bytes))
     cells: dict[Shape, SweepCell] = {}
     with tempfile.TemporaryDirectory(prefix="swizzleperf-sweep-") as tmp, progress:
-        task = progress.add_task("sweep", total=len(shapes))
-        for shape in order:
-            progress.update(task, description=f"{shape.name}: capture and simulate")
-            cells[shape] = sweep_shape(kernel, shape, hw, access_cap, Path(tmp), cache_dir, base)
+        task = progress.add_task(f"sweep: capture and simulate, {executor.describe()}", total=len(shapes))
+        calls = [((str(kernel.path), kernel.sha256, kernel.source), shape, hw, access_cap, Path(tmp), cache_dir, base)
+                 for shape in order]
+        for shape, cell in zip(order, executor.map(_sweep_shape_task, calls)):
+            cells[shape] = cell
+            progress.update(task, description=f"{shape.name}: done, {executor.describe()}")
             progress.advance(task)
     return SweepReport(
         created_at=datetime.now(timezone.utc), kernel=kernel.name, kernel_sha256=kernel.sha256, hardware=hw,
@@ -394,14 +407,16 @@ def write_outputs(report: SweepReport, out: Path) -> list[Path]:
 
 
 def run_sweep_command(kernel_path: Path, hardware_name: str | None, grid: SweepGrid, access_cap: int,
-                      out: Path | None, console: Console, like: str | None = None) -> SweepReport:
+                      out: Path | None, console: Console, like: str | None = None,
+                      executor: Executor | None = None) -> SweepReport:
     """The CLI's sweep: run, print the table, write sweep.md/.json/.png."""
+    executor = executor or InProcess()
     hw, hw_reason = hardware.resolve(hardware_name)
     out = out or Path("runs") / f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     console.print(f"[bold]swizzleperf sweep[/] {kernel_path} on {hw.name} ({hw_reason}): "
                   f"{len(grid.shapes())} shapes x {len(MAPPINGS)} mappings, simulator, cap {access_cap / 1e6:g} M "
-                  f"line accesses")
-    report = run_sweep(kernel_path, hw, hw_reason, grid, access_cap, console, like=like)
+                  f"line accesses; {executor.describe()}")
+    report = run_sweep(kernel_path, hw, hw_reason, grid, access_cap, console, like=like, executor=executor)
     console.print(rich_table(report))
     paths = write_outputs(report, out)
     console.print(f"wrote {', '.join(str(p) for p in paths)} (wall time {report.total_seconds:.1f} s)")

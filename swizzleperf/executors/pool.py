@@ -34,7 +34,7 @@ from swizzleperf.executors.inprocess import SerialEvaluation
 from swizzleperf.history import Attempt
 
 T = TypeVar("T")
-_WORKER: dict = {"evaluator": None, "device": None}  # a worker's own state, set once by _start_worker
+_WORKER: dict = {"evaluator": None, "device": None, "busy": False}  # a worker's own state
 
 
 def visible_gpus() -> list[str]:
@@ -49,7 +49,7 @@ def visible_gpus() -> list[str]:
 
 def _start_worker(evaluator: bytes | None, gpus) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _interrupt)  # so a sandbox child running for this worker is killed too
+    signal.signal(signal.SIGTERM, _on_terminate)
     if gpus is not None:
         gpu = gpus.get()
         os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["HIP_VISIBLE_DEVICES"] = gpu
@@ -57,16 +57,25 @@ def _start_worker(evaluator: bytes | None, gpus) -> None:
     _WORKER["evaluator"] = None if evaluator is None else pickle.loads(evaluator)
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+def _on_terminate(signum, frame) -> None:
+    """Busy: unwind the call, which kills the sandbox child running for it (in a session of its own, it
+    would outlive this worker); idle: leave quietly."""
+    if _WORKER["busy"]:
+        _WORKER["busy"] = False
+        raise KeyboardInterrupt
+    os._exit(0)
 
 
 def _evaluate_in_worker(candidate: Candidate) -> Attempt:
-    return evaluate_candidate(_WORKER["evaluator"], candidate, device=_WORKER["device"])
+    return _call_in_worker(evaluate_candidate, (_WORKER["evaluator"], candidate, None, _WORKER["device"]))
 
 
 def _call_in_worker(fn: Callable[..., T], call: tuple) -> T:
-    return fn(*call)
+    _WORKER["busy"] = True
+    try:
+        return fn(*call)
+    finally:
+        _WORKER["busy"] = False
 
 
 class ProcessPool:
