@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_scale.py                  everything below
     .venv/bin/python benchmarks/bench_scale.py memory [--long] attention at 128 heads x 16K (and 8 x 64K)
     .venv/bin/python benchmarks/bench_scale.py sampling         set sampling vs full on the suite
+    .venv/bin/python benchmarks/bench_scale.py workers          optimize -n 8 and bench, 1 vs 2 workers
 
 Each measured step (a capture, one simulation) runs in a fresh child process, so its peak resident
 memory is its own: `ru_maxrss` of the child and of the capture process it starts. Captures go to the
@@ -156,6 +157,89 @@ def bench_sampling_error(every: int | None = None) -> float:
     return worst
 
 
+# --- the executors: 1 and 2 workers (issue 15 item 3) ------------------------------------------------
+
+_TIMING = ("seconds", "started_at", "run_dir", "created_at")
+
+
+def _untimed(text: str) -> str:
+    """A JSON record without its wall-clock fields (and the partitioner's time inside a note)."""
+    import re
+
+    text = re.sub(r'"[a-z_]*(' + "|".join(_TIMING) + r')[a-z_]*": [^,}\]]+', "", text)
+    return re.sub(r"threads \d+, [\d.]+ s\)", "", text)
+
+
+def _optimize(kernel: Path, root: Path, iterations: int, workers: int) -> tuple[float, str]:
+    import io
+
+    from rich.console import Console
+
+    from swizzleperf.session import OptimizeRequest, run_optimize
+
+    request = OptimizeRequest(
+        kernel_path=kernel, hardware="mi300x", profiler="sim", proposer="search", iterations=iterations,
+        patience=iterations, size="small", seed=0, model=None, api_base=None, llm_mode="aware", llm_timeout=180.0,
+        llm_retries=3, library=None, write=False, resume=None, runs_dir=root, stop_at_ceiling=False,
+        workers=workers)
+    t0 = time.perf_counter()
+    run = run_optimize(request, Console(file=io.StringIO()))
+    return time.perf_counter() - t0, _untimed(run.attempts_path.read_text())
+
+
+def bench_optimize_workers(kernel: str = "softmax", iterations: int = 8) -> dict[int, float]:
+    """Wall time of one `optimize -n 8` (simulator, search, size small, mi300x, batches of 4) with 1 worker
+    (in-process) and 2 (a process pool), the trace captured beforehand so both time the loop itself."""
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        root = Path(tmp)
+        os.environ["SWIZZLEPERF_CACHE"] = str(root / "cache")
+        path = ROOT / "kernels" / f"{kernel}.py"
+        _optimize(path, root / "warm-up", 1, 1)  # captures the trace: both timed runs read it from the cache
+        times, records = {}, {}
+        for workers in (1, 2):
+            times[workers], records[workers] = _optimize(path, root / f"w{workers}", iterations, workers)
+        print(f"optimize {kernel} -n {iterations} (size small, mi300x, simulator, batches of 4, warm trace cache): "
+              f"1 worker {times[1]:.1f} s, 2 workers {times[2]:.1f} s, speedup {times[1] / times[2]:.2f}x; "
+              f"attempts identical apart from timings: {records[1] == records[2]}")
+        return times
+
+
+def bench_bench_workers(iterations: int = 4) -> dict[int, float]:
+    """Wall time of `bench` over the whole suite with 1 and 2 workers, every kernel run at its size small and
+    re-checked at tiny (the default sizes take well over ten minutes a run here), each run from an empty
+    trace cache so both pay for the captures."""
+    import io
+
+    from rich.console import Console
+
+    from swizzleperf.bench import BenchRequest, find_kernels, run_bench
+    from swizzleperf.executors import make_executor
+
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        root = Path(tmp)
+        kernels = []
+        for path in find_kernels([]):
+            kernels.append(root / path.name)
+            kernels[-1].write_text(path.read_text() + '\nDEFAULT_SIZE = "small"\n')
+        times, tables = {}, {}
+        for workers in (1, 2):
+            os.environ["SWIZZLEPERF_CACHE"] = str(root / f"cache{workers}")
+            request = BenchRequest(kernels=kernels, hardware="mi300x", profiler="sim", iterations=iterations,
+                                   runs_dir=root / f"runs{workers}", out=root / f"out{workers}", other_sizes=["tiny"])
+            executor = make_executor(workers)
+            t0 = time.perf_counter()
+            try:
+                report = run_bench(request, Console(file=io.StringIO()), executor)
+            finally:
+                executor.close()
+            times[workers] = time.perf_counter() - t0
+            tables[workers] = _untimed(report.model_dump_json(exclude={"total_seconds"}))
+        print(f"bench, {len(kernels)} kernels at size small (other size: tiny), -n {iterations}, mi300x, simulator, "
+              f"cold trace caches: 1 worker {times[1]:.1f} s, 2 workers {times[2]:.1f} s, speedup "
+              f"{times[1] / times[2]:.2f}x; results identical apart from timings: {tables[1] == tables[2]}")
+        return times
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["_phase"]:
         print(json.dumps(_phase(json.loads(argv[1]))))
@@ -168,9 +252,9 @@ def main(argv: list[str]) -> None:
         bench_attention_memory(long="--long" in argv or what == "all")
     if what in ("all", "sampling"):
         bench_sampling_error()
-    for other in ("bench_optimize_workers", "bench_bench_workers"):  # the executors' timings, where present
-        if what == "all" and other in globals():
-            globals()[other]()
+    if what in ("all", "workers"):
+        bench_optimize_workers()
+        bench_bench_workers()
     print(f"load average {os.getloadavg()[0]:.1f}")
 
 
