@@ -220,14 +220,14 @@ WRAPPING_XCD = hook('''
 def test_an_int32_wrap_near_2_pow_31_limits_the_proof_rather_than_refuting_the_remap():
     """For grids within N of 2**31, `count + N - 1` wraps (the family's (count - 1) // N + 1 does
     not): the verdict says where it wraps and proves the grids below it."""
-    verdict = prove(WRAPPING_XCD)
+    verdict = prove(WRAPPING_XCD, time_limit_s=2.0)  # the pipeline's budget (proof_status.PROOF_LIMIT_S)
     assert verdict.status == "unknown" and verdict.unknown_kind == "overflow", verdict.message
     assert "line 6 (`q = (num_pids + NUM_XCDS - 1) // NUM_XCDS`) leaves its integer type's range" in verdict.reason
     count = int(verdict.reason.split("of grid (")[1].split(",)")[0])
     assert count > INT32_MAX - 16
     assert verdict.proven_max_programs == 2 ** 30 - 1
-    assert prove(WRAPPING_XCD, max_programs=INT32_MAX - 16).status == "proven"
-    assert prove(FAMILIES["xcd_contiguous"](H1)).status == "proven"
+    assert prove(WRAPPING_XCD, max_programs=INT32_MAX - 16, time_limit_s=4.0).status == "proven"
+    assert prove(FAMILIES["xcd_contiguous"](H1), time_limit_s=4.0).status == "proven"
 
 
 def test_a_collision_reached_through_a_wrap_is_not_a_counterexample_but_a_limit():
