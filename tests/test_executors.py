@@ -189,3 +189,37 @@ def test_a_run_stopped_mid_batch_resumes_to_the_uninterrupted_attempts(serial, c
 
     resume(RunDir.open(run.path), ProcessPool(2), proposer, profiler, Observer())
     assert recorded(run) == recorded(serial) and not run.batch_path.exists()
+
+
+@pytest.mark.slow
+def test_sweep_spreads_shapes_over_a_pool_with_the_in_process_results(tmp_path, monkeypatch):
+    from swizzleperf.sweep import SweepGrid, run_sweep
+
+    monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
+    small_l2 = HW.model_copy(update=dict(name="mi300x-256k", l2_bytes_per_domain=256 * 1024, cus_per_domain=2,
+                                         programs_per_cu=1))
+    grid = SweepGrid(heads=(8, 16), seq=(300,))
+    cells = {}
+    for name, executor in (("serial", InProcess()), ("pool", ProcessPool(2))):
+        try:
+            report = run_sweep(ROOT / "kernels" / "attention.py", small_l2, "test", grid, executor=executor)
+        finally:
+            executor.close()
+        cells[name] = [cell.model_dump(exclude={"seconds"}) for cell in report.cells]
+    assert [c["shape"]["heads"] for c in cells["pool"]] == [8, 16] and cells["pool"][1]["status"] == "profiled"
+    assert cells["pool"] == cells["serial"]
+
+
+def _visible_devices(_: int) -> str:
+    return os.environ["CUDA_VISIBLE_DEVICES"] + "|" + os.environ["HIP_VISIBLE_DEVICES"]
+
+
+def test_pool_workers_for_gpu_profiles_own_one_gpu_each(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
+    pool = ProcessPool(4)  # more workers than GPUs: one per GPU
+    try:
+        seen = list(pool.map(_visible_devices, [(i,) for i in range(6)], gpu=True))
+        assert len(pool._pool._processes) == 2
+    finally:
+        pool.close()
+    assert set(seen) <= {"5|5", "7|7"} and len(seen) == 6

@@ -130,10 +130,9 @@ class ProcessPool:
 
     def _start(self, evaluator: CandidateEvaluator | None, gpu: bool) -> None:
         context = multiprocessing.get_context("spawn")
-        workers, gpus = self.workers, None
-        if gpu:
-            ids = visible_gpus()
-            workers, gpus = max(1, min(workers, len(ids))), context.Queue()
+        workers, gpus, ids = self.workers, None, visible_gpus() if gpu else []
+        if ids:  # (no GPU seen: the profiler will say so in each attempt)
+            workers, gpus = min(workers, len(ids)), context.Queue()
             for gpu_id in ids[:workers]:
                 gpus.put(gpu_id)
         blob = None if evaluator is None else pickle.dumps(evaluator)
