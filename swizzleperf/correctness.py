@@ -204,12 +204,16 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
 
 
 def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds, num_xcds: int) -> str | None:
-    """Why the hook is too much work for the CPU interpreter (swizzleperf.work), counted before it runs."""
+    """Why the hook is too much work for the CPU interpreter (swizzleperf.work), counted before it runs.
+    Only a hook inside the remap subset can be counted; anything else is the child's to judge, as before."""
     from swizzleperf.remap import static_check
     from swizzleperf.work import INTERPRETER_WORK, require_work
 
     try:
         fn = static_check(remap_source, kernel.hook)
+    except RemapRejected:
+        return None
+    try:
         programs = sum(math.prod(kernel.grid(size)) for size in sizes) * max(1, len(seeds))
         require_work(fn, {name: num_xcds for name in kernel.hook.constexprs}, programs, INTERPRETER_WORK,
                      "correctness", "the correctness runs in the CPU interpreter")
