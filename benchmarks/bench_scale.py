@@ -131,10 +131,10 @@ def bench_attention_memory(long: bool = False) -> list[dict]:
 def _memory_row(row: dict) -> str:
     if "error" in row:
         return f"| {row['size']} | {row['step']} | failed: {row['error']} | | | |"
-    rate = row["accesses"] / row["seconds"] / 1e6
+    rate = "-" if row.get("cached") else f"{row['accesses'] / row['seconds'] / 1e6:.1f} M/s"
     hits = ", ".join(f"{k} {v['read_hit_pct']:.2f}% ({v['seconds']:.0f} s)" for k, v in row.get("results", {}).items())
     return (f"| {row['size']} | {row['step']} | {row['accesses'] / 1e9:.2f} G | {row['seconds']:.0f} s | "
-            f"{rate:.1f} M/s | {row['peak_mb']:,.0f} MB | {hits} |")
+            f"{rate} | {row['peak_mb']:,.0f} MB | {hits} |")
 
 
 def bench_sampling_error(every: int | None = None) -> float:

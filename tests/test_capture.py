@@ -579,6 +579,7 @@ def test_cache_hits_and_misses(tmp_path, monkeypatch):
     first = capture.capture_trace(kernel, "tiny", cache_dir=tmp_path, progress=lambda d, t: calls.append((d, t)))
     assert calls and calls[-1] == (15, 15)
     path = capture.cached_trace_path(kernel, "tiny", 128, tmp_path)
+    assert first.path == path and path.suffix == ".runs"  # stored compact, named by its place in the cache
     meta = TraceMeta.read(path)
     assert meta.cache_key == capture.cache_key(kernel, "tiny", 128) and meta.num_programs == 15
 

@@ -127,6 +127,7 @@ def capture_trace(kernel: KernelFile, size: str, line_bytes: int = 128, cache_di
             if use_cache:
                 os.replace(meta_path(out), meta_path(path))
                 os.replace(out, path)
+                trace.path = trace.file.path = path
                 trace_cache.evict(path.parent, keep=path)
         finally:
             for leftover in (out, meta_path(out), *out.parent.glob(f"{out.name}.*.part")):
