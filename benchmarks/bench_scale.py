@@ -159,18 +159,21 @@ def bench_sampling_error(every: int | None = None) -> float:
 
 # --- the executors: 1 and 2 workers (issue 15 item 3) ------------------------------------------------
 
-_TIMING = ("seconds", "started_at", "run_dir", "created_at")
+_TIMING = ("seconds", "started_at", "run_dir", "created_at")  # wall-clock fields (and where a run was written)
 
 
-def _untimed(text: str) -> str:
-    """A JSON record without its wall-clock fields (and the partitioner's time inside a note)."""
+def _untimed(value):
+    """A record (parsed JSON) without its wall-clock fields, nor the partitioner's time inside a note."""
     import re
 
-    text = re.sub(r'"[a-z_]*(' + "|".join(_TIMING) + r')[a-z_]*": [^,}\]]+', "", text)
-    return re.sub(r"threads \d+, [\d.]+ s\)", "", text)
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if not any(t in k for t in _TIMING)}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return re.sub(r"(threads \d+), [\d.]+ s\)", r"\1)", value) if isinstance(value, str) else value
 
 
-def _optimize(kernel: Path, root: Path, iterations: int, workers: int) -> tuple[float, str]:
+def _optimize(kernel: Path, root: Path, iterations: int, workers: int) -> tuple[float, list]:
     import io
 
     from rich.console import Console
@@ -184,7 +187,7 @@ def _optimize(kernel: Path, root: Path, iterations: int, workers: int) -> tuple[
         workers=workers)
     t0 = time.perf_counter()
     run = run_optimize(request, Console(file=io.StringIO()))
-    return time.perf_counter() - t0, _untimed(run.attempts_path.read_text())
+    return time.perf_counter() - t0, [_untimed(json.loads(line)) for line in run.attempts_path.read_text().splitlines()]
 
 
 def bench_optimize_workers(kernel: str = "softmax", iterations: int = 8) -> dict[int, float]:
@@ -233,7 +236,7 @@ def bench_bench_workers(iterations: int = 4) -> dict[int, float]:
             finally:
                 executor.close()
             times[workers] = time.perf_counter() - t0
-            tables[workers] = _untimed(report.model_dump_json(exclude={"total_seconds"}))
+            tables[workers] = _untimed(report.model_dump(mode="json"))
         print(f"bench, {len(kernels)} kernels at size small (other size: tiny), -n {iterations}, mi300x, simulator, "
               f"cold trace caches: 1 worker {times[1]:.1f} s, 2 workers {times[2]:.1f} s, speedup "
               f"{times[1] / times[2]:.2f}x; results identical apart from timings: {tables[1] == tables[2]}")
