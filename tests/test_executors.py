@@ -166,7 +166,8 @@ def test_failed_and_killed_candidates_are_recorded_in_their_place(cache, tmp_pat
     proposer = ScriptedProposer([REVERSE, COLLIDES, HALF, ROTATE])
     run = optimize(tmp_path / "runs", cache, ProcessPool(2), proposer, profiler, iterations=4)
     history = run.load_history()
-    assert [a.family for a in history.attempts] == ["identity (original hook)", *(f"scripted #{i}" for i in (1, 2, 3, 4))]
+    assert [a.family for a in history.attempts] == ["identity (original hook)",
+                                                    *(f"scripted #{i}" for i in (1, 2, 3, 4))]
     reverse, collides, half, rotate = history.attempts[1:]
     assert reverse.accepted and half.accepted  # REVERSE's worker died once: it ran again, alone
     assert collides.failure.stage == "bijectivity" and collides.failure.detail == (
