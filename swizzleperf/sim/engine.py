@@ -2,8 +2,11 @@
 
 A swizzle only changes which launch slot runs which captured program, never the trace, so the
 work splits in two: `prepare` (once per trace: validation, a dense id per distinct line, the
-remap-independent bounds) and `simulate` (once per candidate remap: one numba pass per domain
-that interleaves that domain's programs as `dispatch` describes and feeds `cache`).
+remap-independent bounds) and `simulate` (once per candidate remap: one numba pass per domain,
+replay.py, that interleaves that domain's programs as `dispatch` describes and feeds `cache`). The
+pass reads the trace as runs of consecutive lines, from memory or from a stored trace's file in
+chunks under a memory bound (chunks.py); past a size threshold it simulates a sample of the L2
+sets (sampling.py).
 
 The hierarchy follows what the vendors document and the counters show (NVIDIA H100, ncu):
 loads go through the CU's L1, and only the sectors it lacks reach the L2; stores write through
@@ -41,9 +44,6 @@ from swizzleperf.sim.sampling import choose_sample, scale_counts
 if TYPE_CHECKING:
     from swizzleperf.sim.trace import Trace
 
-
-# --- once per remap: the numba pass over one domain (replay.py), fed in chunks (chunks.py) ---------
-# what the pass counts, in sectors (lines where a line is one sector); see replay.py
 
 # --- the result --------------------------------------------------------------------------------
 @dataclass(frozen=True)
