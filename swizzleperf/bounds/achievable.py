@@ -58,8 +58,9 @@ def achievable_bound(prepared: PreparedTrace, hw: HardwareSpec, seed: int = 0, t
     The dispatcher's own assignment (program p on die p % N) is achievable too: where it already
     fetches every sector once, where the trace has more than `max_pins` (program, sector) reads (a
     memory guard), or where Mt-KaHyPar runs past `time_limit`, it is the answer. One run of the
-    default preset takes 0.5-3 s on most of the suite's default sizes (spmv's gather runs past 10 s);
-    more attempts and the quality presets find better assignments on grids (bench_partition.py)."""
+    default preset takes 0.3-4 s on each of the suite's default sizes (past 4096 programs they are
+    partitioned in groups of consecutive ids: `partition_reads`); more attempts and the quality
+    presets find better assignments on grids (bench_partition.py)."""
     spl = hw.sectors_per_line
     offsets, nets, num_nets = read_only_nets(prepared, spl)
     reads = prepared.bounds(spl).read_sectors
@@ -70,7 +71,7 @@ def achievable_bound(prepared: PreparedTrace, hw: HardwareSpec, seed: int = 0, t
                           min_fetches=minimum, part=part, how=how)
 
     if nets.size > max_pins:
-        minimum = int(nets.size and len(np.unique(nets)))
+        minimum = assignment_fetches(offsets, nets, np.zeros_like(dispatcher), 1)
         return result(assignment_fetches(offsets, nets, dispatcher, hw.num_domains), dispatcher,
                       f"the dispatcher's own assignment: {nets.size:,} (program, sector) pins are more than the "
                       f"partitioner's budget of {max_pins:,}")
