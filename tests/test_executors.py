@@ -108,6 +108,10 @@ def test_the_serial_run_proposes_in_batches_from_one_snapshot(serial):
 def test_a_process_pool_records_exactly_the_serial_attempts(serial, cache, tmp_path):
     pool = ProcessPool(2)
     run = optimize(tmp_path, cache, pool)
+    # name what differs: a CI run at load ~2 once saw attempt 2 differ where a quiet rerun did not
+    differing = {(i, key) for i, (a, b) in enumerate(zip(recorded(run), recorded(serial)))
+                 for key in a.keys() | b.keys() if a.get(key) != b.get(key)}
+    assert not differing, sorted(differing)
     assert recorded(run) == recorded(serial)
     assert all(a["device"] is None for a in recorded(run))  # simulated: no GPU to record
 
