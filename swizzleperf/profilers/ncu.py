@@ -204,21 +204,7 @@ def ncu_report(result: NcuResult, *, hw: HardwareSpec, kernel_name: str, size: s
     found = len(result.launches)
     kept = result.last(iters)
     n = len(kept.launches)
-    def has(*metrics: str) -> bool:
-        return all(m in launch.metrics for m in metrics for launch in kept.launches)
-
-    split = has(READ_HIT, READ_MISS)  # recordings from before the read/write split have only the totals
-    totals = {m: kept.total(m) for m in (READ_HIT, READ_MISS, SM_READ_SECTORS, L1_MISS, LOOKUP_HIT, LOOKUP_MISS)
-              if has(m)}
-    if split:
-        requests, misses, definition = read_requests(totals)
-        hits = requests - misses
-    else:
-        hits, misses = kept.total(LOOKUP_HIT), kept.total(LOOKUP_MISS)  # names a missing one
-        requests, definition = hits + misses, (f"hit rate = {LOOKUP_HIT} / ({LOOKUP_HIT} + {LOOKUP_MISS}) (reads "
-                                               f"and writes together: this recording has no read/write split)")
-    if requests <= 0:
-        raise ProfilerError("ncu counted no L2 read requests from the SMs: the kernel read nothing through the L2")
+    split, totals, requests, hits, definition = _hit_counts(kept)
     names = sorted({launch.kernel_name for launch in kept.launches})
     extra = _split_fields(kept, n) if split else {}
     notes = [
@@ -256,6 +242,24 @@ def ncu_report(result: NcuResult, *, hw: HardwareSpec, kernel_name: str, size: s
                             accesses=round(requests / n), hits=round(hits / n), granule_bytes=32,
                             bytes_from_next_level=round(kept.total(DRAM_READ) / n), timing=timing, notes=notes,
                             **extra)
+
+
+def _hit_counts(kept: NcuResult) -> tuple[bool, dict[str, float], float, float, str]:
+    """(read/write split recorded?, the totals used, requests, hits, the definition in words)."""
+    def has(metric: str) -> bool:
+        return all(metric in launch.metrics for launch in kept.launches)
+
+    split = has(READ_HIT) and has(READ_MISS)  # recordings from before the read/write split have only the totals
+    totals = {m: kept.total(m) for m in (READ_HIT, READ_MISS, SM_READ_SECTORS, L1_MISS) if has(m)}
+    if split:
+        requests, misses, definition = read_requests(totals)
+    else:
+        hits, misses = kept.total(LOOKUP_HIT), kept.total(LOOKUP_MISS)  # names a missing one
+        requests, definition = hits + misses, (f"hit rate = {LOOKUP_HIT} / ({LOOKUP_HIT} + {LOOKUP_MISS}) (reads "
+                                               f"and writes together: this recording has no read/write split)")
+    if requests <= 0:
+        raise ProfilerError("ncu counted no L2 lookups of the SMs' reads: the kernel read nothing through the L2")
+    return split, totals, requests, requests - misses, definition
 
 
 def _split_fields(kept: NcuResult, n: int) -> dict:
