@@ -64,7 +64,21 @@ class BackendState:
     violations: list[Violation] = field(default_factory=list)
 
 
-class IntBackend(BackendState):
+class Z3Logic:
+    """The boolean and select terms every z3 backend builds the same way."""
+
+    @staticmethod
+    def ite(cond, a, b):
+        return z3.If(cond, a, b)
+
+    and_, or_, not_ = staticmethod(z3.And), staticmethod(z3.Or), staticmethod(z3.Not)
+
+    @staticmethod
+    def bool_xor(a, b):
+        return z3.Xor(a, b)
+
+
+class IntBackend(Z3Logic, BackendState):
     """Run-time values as z3 Ints holding the mathematical value; see the module docstring."""
 
     def __init__(self, ctx: z3.Context, signed_divisions: frozenset[NodeKey] = frozenset()):
@@ -85,16 +99,6 @@ class IntBackend(BackendState):
     def index(term, ty: IntType):
         """A result as a logical index, comparable with the grid extents."""
         return term
-
-    @staticmethod
-    def ite(cond, a, b):
-        return z3.If(cond, a, b)
-
-    and_, or_, not_ = staticmethod(z3.And), staticmethod(z3.Or), staticmethod(z3.Not)
-
-    @staticmethod
-    def bool_xor(a, b):
-        return z3.Xor(a, b)
 
     @staticmethod
     def constant(term) -> int | None:

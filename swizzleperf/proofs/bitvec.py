@@ -15,13 +15,13 @@ import ast
 
 import z3
 
-from swizzleperf.proofs.backends import BackendState, Violation, compare_values, key
+from swizzleperf.proofs.backends import BackendState, Violation, Z3Logic, compare_values, key
 from swizzleperf.remap_eval import INT1, IntType
 
 INDEX_BITS = 64  # results and extents are compared as int64, as remap_eval compares them
 
 
-class BitVecBackend(BackendState):
+class BitVecBackend(Z3Logic, BackendState):
     """Run-time values as bit-vectors of their type's width (int1 as Bool)."""
 
     def __init__(self, ctx: z3.Context):
@@ -43,16 +43,6 @@ class BitVecBackend(BackendState):
     def index(term, ty: IntType):
         extend = z3.SignExt if ty.signed else z3.ZeroExt
         return extend(INDEX_BITS - ty.bits, term) if ty.bits < INDEX_BITS else term
-
-    @staticmethod
-    def ite(cond, a, b):
-        return z3.If(cond, a, b)
-
-    and_, or_, not_ = staticmethod(z3.And), staticmethod(z3.Or), staticmethod(z3.Not)
-
-    @staticmethod
-    def bool_xor(a, b):
-        return z3.Xor(a, b)
 
     @staticmethod
     def checked(value, ty: IntType, node: ast.AST):
