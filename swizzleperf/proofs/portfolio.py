@@ -31,9 +31,9 @@ LATE_S = 1.0  # how long a thread may overrun the backstop (or the race's end) b
 
 
 def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-             max_programs: int, budget: Budget, cache: tuple[z3.Context, dict], cancel: Cancel) -> Outcome:
-    """One encoding's answer; the integer one shrinks the domain past each overflow."""
-    ctx, proven = cache
+             max_programs: int, budget: Budget, cancel: Cancel) -> Outcome:
+    """One encoding's answer, in a fresh z3 context; the integer one shrinks the domain past each overflow."""
+    ctx, proven = z3.Context(), {}
     limit, overflow = max_programs, None
     while True:
         domain = Domain.make(kind, hook, limit, ctx)
@@ -77,11 +77,14 @@ def _guarded(kind: str, args: tuple, results: dict, cancels: dict, done: threadi
 
 
 def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-                    max_programs: int, work: int, deadline: float, caches: dict[str, tuple]) -> Outcome:
+                    max_programs: int, work: int, deadline: float) -> Outcome:
     """Both encodings in parallel, each with `work` z3 resource units, until one decides (or
-    the wall-clock backstop `deadline` passes). `caches` keeps, per
-    encoding, its z3 context and the queries proven unsatisfiable, from one die count to the next
-    (a raster that ignores the die count is proven once)."""
+    the wall-clock backstop `deadline` passes).
+
+    Each encoding starts from a fresh context, so its answer is a function of the hook and the
+    work alone: reusing a context (or its proven queries) from an earlier die count would carry
+    over wherever the losing thread of that race happened to be cancelled, and the same run
+    recorded different verdicts at different loads."""
     try:
         encodings = _encodings(fn, hook, constexprs)
     except ProofError as exc:
@@ -91,8 +94,7 @@ def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, const
     done = threading.Event()
     threads = []
     for kind in encodings:
-        args = (fn, hook, source, constexprs, max_programs, Budget(work, deadline),
-                caches.setdefault(kind, (z3.Context(), {})))
+        args = (fn, hook, source, constexprs, max_programs, Budget(work, deadline))
         threads.append(threading.Thread(target=_guarded, args=(kind, args, results, cancels, done), daemon=True))
     for thread in threads:
         thread.start()
@@ -101,8 +103,6 @@ def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, const
         cancel.stop()
     for thread in threads:
         thread.join(LATE_S)
-    if any(thread.is_alive() for thread in threads):
-        caches.clear()  # a thread still owns its context (z3 ignored the interrupt): fresh ones from now on
     return _combine(dict(results))
 
 

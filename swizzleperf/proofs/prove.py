@@ -43,12 +43,10 @@ def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_cou
                                    f"{len(hook.constexprs)}", **verdict)
     todo = die_counts if _mentions(fn, hook.constexprs[0]) else die_counts[:1]
     proven: list[int] = []
-    caches: dict[str, tuple] = {}
     unknown: Outcome | None = None
     share = int(time_limit_s * WORK_PER_S) // len(todo)
     for die_count in todo:
-        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, deadline,
-                                  caches)
+        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, deadline)
         if outcome.counterexample is not None:
             return ProofVerdict(status="counterexample", counterexample=outcome.counterexample,
                                 proven_die_counts=proven, seconds=time.perf_counter() - started, **verdict)
