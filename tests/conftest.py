@@ -5,7 +5,18 @@ sees (a warm start from ./swizzles would change the first proposals of every opt
 Tests that want a library or a cache of their own set these variables themselves.
 """
 
+import os
+
 import pytest
+
+# pytest-xdist's workers start with COLUMNS=80, and a rich Console built at import (swizzleperf.cli's)
+# keeps the width it saw then; without it, each test's own COLUMNS (set where it reads whole lines) holds.
+os.environ.pop("COLUMNS", None)
+MAX_WORKERS = 4  # each worker imports torch, numba and triton (~1 GB); past 4 the slowest files decide
+
+
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 
 @pytest.fixture(autouse=True)

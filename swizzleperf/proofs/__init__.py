@@ -8,7 +8,7 @@ undefined. No model means proven; a model is re-evaluated exactly before it is r
 
 How: symexec (with values, expressions) walks the tree over a backend (backends, bitvec);
 encoding sets up the grid; solve asks the queries, through cuts and facts when z3 needs help,
-one z3 call at a time (solver); portfolio races the integer and bit-vector encodings for each
+one z3 call at a time (solver); portfolio tries the integer, then the bit-vector encoding for each
 die count; prove and verdict make the answer. By default all of it runs in a child process
 (swizzleperf.sandbox.run_in_child), so a formula that explodes cannot hang or exhaust the
 caller. Needs the `proofs` extra (z3-solver).
@@ -69,8 +69,7 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
     from swizzleperf.proofs.prove import backstop_s
 
     wall_s = backstop_s(time_limit_s) + CHILD_STARTUP_S
-    # Two solver threads (swizzleperf.proofs.portfolio): CPU time may run at twice the wall time.
-    confinement = Confinement(memory_mb=CHILD_MEMORY_MB, cpu_s=2 * wall_s + 10,
+    confinement = Confinement(memory_mb=CHILD_MEMORY_MB, cpu_s=wall_s + 10,
                               file_mb=16, network=False, threads=1)
     payload = {"source": hook_source, "hook": {"name": signature.name, "pid": signature.pid,
                                                "grid_params": list(signature.grid_params),

@@ -86,6 +86,7 @@ class IntBackend(Z3Logic, BackendState):
         self.ctx = ctx
         self.true, self.false = z3.BoolVal(True, ctx), z3.BoolVal(False, ctx)
         self.signed_divisions = signed_divisions
+        self.bit_vectors = False  # some bitwise operation had to go through bit vectors (slow for z3)
 
     def note(self, kind: str, node: ast.AST, bad) -> None:
         bad = z3.simplify(z3.And(self.pc, bad))
@@ -125,6 +126,7 @@ class IntBackend(Z3Logic, BackendState):
         mask = self.constant(b)
         if op is ast.BitAnd and mask is not None and mask >= 0 and (mask + 1) & mask == 0:
             return a % (mask + 1)  # Euclidean remainder is the two's-complement low bits
+        self.bit_vectors = True
         x, y = z3.Int2BV(a, ty.bits), z3.Int2BV(b, ty.bits)
         bits = {ast.BitAnd: x & y, ast.BitOr: x | y, ast.BitXor: x ^ y}[op]
         return z3.BV2Int(bits, is_signed=ty.signed)
@@ -134,6 +136,7 @@ class IntBackend(Z3Logic, BackendState):
         amount = self.constant(b)
         if amount is not None and 0 <= amount < ty.bits and (left or arithmetic == ty.signed):
             return self.checked(a * 2 ** amount, ty, node) if left else a / 2 ** amount
+        self.bit_vectors = True
         x, y = z3.Int2BV(a, ty.bits), z3.Int2BV(b, ty.bits)
         bits = x << y if left else (x >> y if arithmetic else z3.LShR(x, y))
         return z3.BV2Int(bits, is_signed=ty.signed)

@@ -1,43 +1,38 @@
-"""One die count, both encodings at once (two threads): the first decisive answer wins.
+"""One die count, in one encoding and then, if it did not decide, the other.
 
 The integer encoding proves hooks that divide by grid extents; the bit-vector encoding proves
-the power-of-two orders and anything whose intermediates wrap. Each runs in its own z3
-context (contexts are not shared between threads; z3 releases the GIL while it solves), and
-the first to prove or refute stops the other. A hook that divides by a run-time value (a grid
-extent) gets the integer encoding alone: bit-blasted division by a variable decided none of the
-family proofs in time, and the second thread would only take CPU from the first. When an
-intermediate can overflow int32, the integer encoding retries on smaller domains, so its answer
-is still useful: a counterexample among smaller grids, or the largest domain it proved.
+the power-of-two orders and anything whose intermediates wrap. A hook that divides by a run-time
+value (a grid extent) gets the integer encoding alone: bit-blasted division by a variable decided
+none of the family proofs in time. When an intermediate can overflow int32, the integer encoding
+retries on smaller domains, so its answer is still useful: a counterexample among smaller grids,
+or the largest domain it proved.
 """
 
 from __future__ import annotations
 
 import ast
-import threading
-import time
 
 import z3
 
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.solve import Outcome, Prover
-from swizzleperf.proofs.solver import Budget, Cancel
+from swizzleperf.proofs.solver import Budget
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.values import ProofError
 
 ENCODINGS = ("int", "bv")
 MIN_SHRUNK_PROGRAMS = 2 ** 16  # below this, a domain proof is no longer worth reporting
-LATE_S = 1.0  # how long a thread may overrun the backstop (or the race's end) before it is abandoned
 
 
 def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-             max_programs: int, budget: Budget, cancel: Cancel) -> Outcome:
+             max_programs: int, budget: Budget) -> Outcome:
     """One encoding's answer, in a fresh z3 context; the integer one shrinks the domain past each overflow."""
     ctx, proven = z3.Context(), {}
     limit, overflow = max_programs, None
     while True:
         domain = Domain.make(kind, hook, limit, ctx)
-        outcome = Prover(fn, hook, source, constexprs, domain, budget, proven, cancel).prove()
+        outcome = Prover(fn, hook, source, constexprs, domain, budget, proven).prove()
         if outcome.unknown_kind != "overflow" or outcome.overflow_total is None:
             break
         overflow = overflow or outcome
@@ -52,64 +47,52 @@ def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, c
 
 
 def _encodings(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, int]) -> tuple[str, ...]:
-    """Both encodings, or only "int" when some division's divisor is not a constant."""
+    """The encodings to try, in order: only "int" when some division's divisor is not a constant;
+    "bv" first when the integer encoding would convert to bit vectors and back (xor, or, and with
+    a non-mask, shifts by a variable: z3 decides those mixed terms slowly); else "int" first."""
     ctx = z3.Context()
     domain = Domain.make("int", hook, 1, ctx)
     backend = domain.backend(frozenset())
     inputs = {hook.pid: domain.program("pid")[0], **dict(zip(hook.grid_params, domain.extents))}
     Executor(fn, hook, backend, inputs, constexprs).run()
-    divides = any(v.kind == "div_zero" for v in backend.violations)  # recorded only for non-constant divisors
-    return ("int",) if divides else ENCODINGS
-
-
-def _guarded(kind: str, args: tuple, results: dict, cancels: dict, done: threading.Event) -> None:
-    """Run an attempt in a thread and record its outcome; a decisive one ends the race."""
-    try:
-        outcome = _attempt(kind, *args, cancels[kind])
-    except ProofError as exc:
-        outcome = Outcome(unknown_kind=exc.kind, reason=str(exc))
-    except Exception as exc:  # an untrusted hook must not take the prover down
-        outcome = Outcome(unknown_kind="error", reason=f"internal error in the {kind} encoding: "
-                                                       f"{type(exc).__name__}: {exc}")
-    results[kind] = outcome
-    if outcome.decisive or len(results) == len(cancels):
-        done.set()
+    if any(v.kind == "div_zero" for v in backend.violations):  # recorded only for non-constant divisors
+        return ("int",)
+    return ("bv", "int") if backend.bit_vectors else ENCODINGS
 
 
 def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
                     max_programs: int, work: int, deadline: float) -> Outcome:
-    """Both encodings in parallel, each with `work` z3 resource units, until one decides (or
-    the wall-clock backstop `deadline` passes).
+    """The encodings one after the other, each with `work` z3 resource units in a fresh z3
+    context, until one decides (or the wall-clock backstop `deadline` passes).
 
-    Each encoding starts from a fresh context, so its answer is a function of the hook and the
-    work alone: reusing a context (or its proven queries) from an earlier die count would carry
-    over wherever the losing thread of that race happened to be cancelled, and the same run
-    recorded different verdicts at different loads."""
+    One after the other, not raced in two threads: z3's resource counts are only reproducible in
+    a process that runs one solver at a time (raced, the same query took 1.06-1.08 M units, and a
+    family hook at 8 dies was proven or not depending on the machine's load). A fresh context per
+    die count keeps each answer a function of the hook and the work alone."""
     try:
         encodings = _encodings(fn, hook, constexprs)
     except ProofError as exc:
         return Outcome(unknown_kind=exc.kind, reason=str(exc))
     results: dict[str, Outcome] = {}
-    cancels = {kind: Cancel() for kind in encodings}
-    done = threading.Event()
-    threads = []
     for kind in encodings:
-        args = (fn, hook, source, constexprs, max_programs, Budget(work, deadline))
-        threads.append(threading.Thread(target=_guarded, args=(kind, args, results, cancels, done), daemon=True))
-    for thread in threads:
-        thread.start()
-    done.wait(max(0.0, deadline - time.monotonic()) + LATE_S)
-    for cancel in cancels.values():  # the race is over: interrupt whoever is still solving
-        cancel.stop()
-    for thread in threads:
-        thread.join(LATE_S)
-    return _combine(dict(results))
+        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, Budget(work, deadline))
+        if results[kind].decisive:
+            break
+    return _combine(results)
+
+
+def _guarded(kind: str, *args) -> Outcome:
+    """One encoding's attempt; whatever it raises becomes an unknown outcome."""
+    try:
+        return _attempt(kind, *args)
+    except ProofError as exc:
+        return Outcome(unknown_kind=exc.kind, reason=str(exc))
+    except Exception as exc:  # an untrusted hook must not take the prover down
+        return Outcome(unknown_kind="error", reason=f"internal error in the {kind} encoding: {type(exc).__name__}: {exc}")
 
 
 def _combine(results: dict[str, Outcome]) -> Outcome:
     decisive = [results[k] for k in ENCODINGS if k in results and results[k].decisive]
-    if len({o.proven for o in decisive}) > 1:
-        return Outcome(unknown_kind="error", reason="internal: the two encodings disagree")
     if decisive:
         return decisive[0]
     for kind in ENCODINGS:  # the integer encoding's overflow report says the most

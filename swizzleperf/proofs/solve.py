@@ -33,7 +33,7 @@ from swizzleperf.proofs.cuts import (Copy, Cut, determines, generalize_products,
 from swizzleperf.proofs.cuts import statement_index
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.facts import nested_division_facts
-from swizzleperf.proofs.solver import WORK_PER_S, Budget, Cancel, solve
+from swizzleperf.proofs.solver import WORK_PER_S, Budget, solve
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.verdict import Counterexample
 
@@ -60,7 +60,7 @@ class Outcome:
 
 
 class Timeout(Exception):
-    """z3 could not decide `what` within the work left (or the attempt was cancelled)."""
+    """z3 could not decide `what` within the work left (or before the wall-clock backstop)."""
 
     def __init__(self, what: str, why: str):
         super().__init__(what)
@@ -76,10 +76,10 @@ class Prover:
     """
 
     def __init__(self, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-                 domain: Domain, budget: Budget, proven: dict, cancel: Cancel):
+                 domain: Domain, budget: Budget, proven: dict):
         self.fn, self.hook, self.constexprs, self.domain = fn, hook, constexprs, domain
         self.lines = source.splitlines()
-        self.budget, self.proven, self.cancel = budget, proven, cancel
+        self.budget, self.proven = budget, proven
         self.live = live_after(fn)
         self.lemmas: dict[tuple[int, ...], tuple[float, list]] = {}
         self.pids: list = []
@@ -107,10 +107,8 @@ class Prover:
 
     def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False):
         """Values of a model (by name), None if unsatisfiable, or UNDECIDED within `weight` times
-        this round's slice. Timeout once the budget is spent or the proof was cancelled.
+        this round's slice. Timeout once the budget is spent or the backstop passed.
         `generalize`: the products of extents are replaced by free variables (integers only)."""
-        if self.cancel.stopped:
-            raise Timeout(self.undecided or what, "cancelled")
         if self.budget.work < MIN_WORK:
             raise Timeout(self.undecided or what, "its work budget is spent")
         backstop = self.budget.deadline - time.monotonic()
@@ -124,7 +122,7 @@ class Prover:
         if key in self.proven:
             return None
         answer = solve(formulas, [*self.domain.extents, *self.pids], min(self.budget.work, int(self.slice * weight)),
-                       self.cancel, hints, backstop)
+                       hints, backstop)
         self.budget.work -= answer.work
         if answer.status == "unsat":
             self.proven[key] = formulas  # held, so that no other formula can reuse these ids

@@ -8,12 +8,12 @@ runs as a sequence of restarts (STRATEGIES): short runs of the default solver wi
 bases (the GROUP_M raster's injectivity: 1.6 s with them, 0.3 s without) under different
 seeds, with and without the hints (facts.py), then equation solving with the SMT core, then
 z3's qfnia tactic. Restarts are the usual cure for heavy-tailed solver times. Each query's
-budget is counted work (z3's rlimit), not seconds: the same verdict under any load.
+budget is counted work (z3's rlimit), not seconds: the same verdict under any load, as long as
+the process runs one query at a time (z3's counts drift when two contexts solve in parallel).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 
@@ -40,31 +40,6 @@ class Answer:
     model: dict[str, int]  # the values of the asked-for constants, when sat
     why: str = ""
     work: int = 0  # z3 resource units used
-
-
-class Cancel:
-    """Lets another thread stop the queries of a proof that is no longer needed."""
-
-    def __init__(self):
-        self.stopped = False
-        self._lock = threading.Lock()
-        self._running: set[z3.Context] = set()
-
-    def stop(self) -> None:
-        with self._lock:
-            self.stopped = True
-            for ctx in self._running:
-                ctx.interrupt()
-
-    def enter(self, ctx: z3.Context) -> bool:
-        with self._lock:
-            if not self.stopped:
-                self._running.add(ctx)
-            return not self.stopped
-
-    def leave(self, ctx: z3.Context) -> None:
-        with self._lock:
-            self._running.discard(ctx)
 
 
 def _plain(ctx: z3.Context, seed: int) -> z3.Solver:
@@ -101,8 +76,7 @@ def _work(solver: z3.Solver) -> int:
     return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
 
 
-def solve(formulas: list, wanted: list, work: int, cancel: Cancel | None = None, hints: list = (),
-          backstop_s: float = 60.0) -> Answer:
+def solve(formulas: list, wanted: list, work: int, hints: list = (), backstop_s: float = 60.0) -> Answer:
     """Check the conjunction within `work` z3 resource units (a count, so the answer does not
     depend on the machine's load); `backstop_s` is a wall-clock limit far above that. On sat,
     the values of the constants `wanted`, by name. `hints` are theorems (true of every model),
@@ -111,28 +85,22 @@ def solve(formulas: list, wanted: list, work: int, cancel: Cancel | None = None,
     moved = [f.translate(ctx) for f in formulas]
     extra = [f.translate(ctx) for f in hints]
     deadline = time.monotonic() + backstop_s
-    cancel = cancel or Cancel()
-    if not cancel.enter(ctx):
-        return Answer("unknown", {}, "cancelled")
     used, why = 0, "no work left"
-    try:
-        for share, with_hints, make in STRATEGIES:
-            if work - used < 1000 or cancel.stopped or time.monotonic() >= deadline:
-                break
-            if not with_hints and not extra:
-                continue  # the same query as a strategy with them
-            solver = make(ctx)
-            solver.set("rlimit", max(1000, int((work - used) * share)))
-            solver.set("timeout", max(1, int(1000 * (deadline - time.monotonic()))))
-            solver.add(*moved, *(extra if with_hints else ()))
-            result = solver.check()
-            used = _work(solver)
-            if result == z3.unsat:
-                return Answer("unsat", {}, work=used)
-            if result == z3.sat:
-                model = solver.model()
-                return Answer("sat", {str(t): _value(model, t.translate(ctx)) for t in wanted}, work=used)
-            why = solver.reason_unknown()
-        return Answer("unknown", {}, "cancelled" if cancel.stopped else why, work=max(used, 1))
-    finally:
-        cancel.leave(ctx)
+    for share, with_hints, make in STRATEGIES:
+        if work - used < 1000 or time.monotonic() >= deadline:
+            break
+        if not with_hints and not extra:
+            continue  # the same query as a strategy with them
+        solver = make(ctx)
+        solver.set("rlimit", max(1000, int((work - used) * share)))
+        solver.set("timeout", max(1, int(1000 * (deadline - time.monotonic()))))
+        solver.add(*moved, *(extra if with_hints else ()))
+        result = solver.check()
+        used = _work(solver)
+        if result == z3.unsat:
+            return Answer("unsat", {}, work=used)
+        if result == z3.sat:
+            model = solver.model()
+            return Answer("sat", {str(t): _value(model, t.translate(ctx)) for t in wanted}, work=used)
+        why = solver.reason_unknown()
+    return Answer("unknown", {}, why, work=max(used, 1))
