@@ -54,7 +54,7 @@ _VALID_MASK = np.int64(255)
 MAX_LINE = 2**55
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def mix64(x):
     """MurmurHash3's 64-bit finaliser: every input bit affects every output bit."""
     x ^= x >> _U33
@@ -65,13 +65,13 @@ def mix64(x):
     return x
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _onto(x, n):
     """The high 32 bits of hash `x` scaled onto 0..n-1: a multiply, not a division (n < 2**32)."""
     return np.int64(((x >> _U32) * np.uint64(n)) >> _U32)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def home_partition(line, partitions):
     """The L2 partition a line's home is in: unpublished, measured balanced and with no single address
     bit deciding it, so a hash independent of the set index (a different input to the same mixer)."""
@@ -80,7 +80,7 @@ def home_partition(line, partitions):
     return _onto(mix64(np.uint64(line) ^ HOME_SALT), partitions)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def set_of(line, scheme, num_sets, set_bits):
     """The set `line` maps to. `set_bits` is log2(num_sets) for power-of-two counts, else -1."""
     if num_sets == 1:
@@ -102,7 +102,7 @@ def set_of(line, scheme, num_sets, set_bits):
     return line % num_sets
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _lookup_packed(tags, recency, s, line, mask, ways):
     """One lookup of `line`'s sectors `mask` in set `s` (recency packed in `recency[s]`).
 
@@ -132,7 +132,7 @@ def _lookup_packed(tags, recency, s, line, mask, ways):
     return prior
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _lookup_ordered(tags, s, line, mask, ways):
     """`_lookup_packed` for a set whose entries are kept most-recent first."""
     pos = ways - 1
@@ -148,7 +148,7 @@ def _lookup_ordered(tags, s, line, mask, ways):
     return entry & _VALID_MASK
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def lookup(tags, recency, s, line, mask, ways):
     """Look up (and fill) sectors `mask` of `line` in set `s`; returns the sectors that were valid."""
     if ways <= PACKED_MAX_WAYS:
@@ -156,7 +156,7 @@ def lookup(tags, recency, s, line, mask, ways):
     return _lookup_ordered(tags, s, line, mask, ways)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def first_touch(seen_bits, line_id):
     """Mark `line_id` seen; True if it was not seen before."""
     word, bit = line_id >> 6, np.uint64(1) << np.uint64(line_id & 63)

@@ -26,12 +26,12 @@ POSITIONS, ACTIVE, TURN, QUEUED = range(4)  # the scalar state between chunks
 _SECTOR_COUNT = np.array([bin(m).count("1") for m in range(256)], dtype=np.int64)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _popcount(mask):
     return _SECTOR_COUNT[mask]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _l2_access(line, s, mask, near, l2, l2_geometry, partitions):
     """Sectors `mask` of `line` (in set `s`) from an SM near partition `near`: (valid near before, valid nowhere
     before). Sectors missing near come from the line's home partition if that is another one (which keeps
@@ -47,7 +47,7 @@ def _l2_access(line, s, mask, near, l2, l2_geometry, partitions):
     return in_near, missed
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _read(line, line_id, mask, cu, near, l2, l2_geometry, partitions, l1, l1_geometry, spl, seen_bits, sample,
           counts):
     """One line of a load: the CU's L1 first (when modelled), the sectors it lacks to the L2 (in a sampled
@@ -79,7 +79,7 @@ def _read(line, line_id, mask, cu, near, l2, l2_geometry, partitions, l1, l1_geo
         sector += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _issue_event(event, cu, chunk, l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, spl, seen_bits,
                  sample, counts):
     """One load or store instruction of a program on CU `cu`: each line of each of its runs, in order.
