@@ -6,9 +6,9 @@ Every distinct instance candidate_space renders for a multi-die preset (mi300x: 
 NUM_XCDS, so all die counts 1, 2, 4, 8, 16 are proven) and a one-L2 preset (h100: literal die
 counts), in 1D, 2D and 3D, proven in this process for every grid of up to 2**31 - 1 programs.
 Printed per family: instances, verdicts, and the median and largest seconds per instance, wall
-clock and CPU (this process's, both solver threads; on a loaded machine the CPU time is the
-fairer figure); then the instances over a second. --one proves only the first instance of each
-family and preset.
+clock and CPU (this process's, one solver thread; on a loaded machine the CPU time is the fairer
+figure); then the instances over a second. --one proves only the first instance of each family
+and preset.
 """
 
 from __future__ import annotations

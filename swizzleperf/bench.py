@@ -36,8 +36,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from swizzleperf import hardware
+from swizzleperf.bijectivity import check_bijective
 from swizzleperf.correctness import default_device
-from swizzleperf.render import progress_bar
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.evaluate import CandidateEvaluator, hook_constants
 from swizzleperf.executors import Executor, InProcess
@@ -46,7 +46,7 @@ from swizzleperf.kernel import KERNELS_DIR, KernelFile, find_kernel, load_kernel
 from swizzleperf.optimize import DEFAULT_BATCH, reopen_kernel
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposal
-from swizzleperf.remap import check_bijective
+from swizzleperf.render import progress_bar
 from swizzleperf.report import BottleneckReport, Source
 from swizzleperf.runs import RunDir
 from swizzleperf.session import OptimizeRequest, run_optimize

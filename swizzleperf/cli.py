@@ -254,11 +254,12 @@ def _print_set_index_spread(kernel: KernelFile, spec, size: str, remaps: list[tu
 
 def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: str) -> None:
     """Static checks and bijectivity before a candidate is profiled (correctness: use `check`)."""
-    from swizzleperf import remap as remap_mod
+    from swizzleperf.bijectivity import bijectivity_grids, check_bijective
     from swizzleperf.evaluate import hook_constants
-    remap_mod.static_check(source, kernel.hook)
-    grids = remap_mod.bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
-    result = remap_mod.check_bijective(source, kernel.hook, grids, hook_constants(kernel, spec))
+    from swizzleperf.remap import static_check
+    static_check(source, kernel.hook)
+    grids = bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
+    result = check_bijective(source, kernel.hook, grids, hook_constants(kernel, spec))
     if not result.ok:
         console.print(f"[red]✗ bijectivity[/]: {result.message}")
         raise typer.Exit(1)
@@ -267,7 +268,7 @@ def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: s
 def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None, path: Path) -> None:
     from swizzleperf.evaluate import hook_constants
     from swizzleperf.plots import plot_tile_map
-    from swizzleperf.remap import logical_ids
+    from swizzleperf.bijectivity import logical_ids
     from swizzleperf.sim.dispatch import slot_domains
     grid, consts = kernel.grid(size), hook_constants(kernel, spec)
     panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts))]

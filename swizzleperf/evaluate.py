@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from swizzleperf import correctness, remap
+from swizzleperf import bijectivity, correctness, remap
 from swizzleperf.errors import RemapRejected, SwizzlePerfError
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import Attempt, Stage, StageResult, kernel_diff
@@ -41,7 +41,8 @@ class CandidateEvaluator:
         self.seeds = correctness_seeds
         self.correctness_sizes = correctness_sizes
         if grids is None:
-            grids = remap.bijectivity_grids(kernel.hook, [kernel.grid(name) for name in kernel.sizes], hw.num_domains)
+            declared = [kernel.grid(name) for name in kernel.sizes]
+            grids = bijectivity.bijectivity_grids(kernel.hook, declared, hw.num_domains)
         self.grids = grids
 
     def __reduce__(self):
@@ -102,7 +103,7 @@ class CandidateEvaluator:
         return True, "parses, right signature, only allowed constructs", None, None
 
     def _bijectivity(self, proposal: Proposal):
-        result = remap.check_bijective(proposal.source, self.kernel.hook, self.grids,
+        result = bijectivity.check_bijective(proposal.source, self.kernel.hook, self.grids,
                                        hook_constants(self.kernel, self.hw))
         return result.ok, result.message, result.model_dump(mode="json"), None
 

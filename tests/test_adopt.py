@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from swizzleperf.bijectivity import logical_ids
 from swizzleperf.cli import app, main
 from swizzleperf.kernel import load_kernel
-from swizzleperf.remap import logical_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "adopt"

@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 import triton
 
+from swizzleperf.bijectivity import bijectivity_grids, check_bijective, find_bijectivity_failure, logical_ids
 from swizzleperf.correctness import check_correctness
 from swizzleperf.families import FamilyInstance
 from swizzleperf.hardware import PRESETS
 from swizzleperf.kernel import load_kernel
 from swizzleperf.proposers.search import candidate_space
-from swizzleperf.remap import bijectivity_grids, check_bijective, find_bijectivity_failure, logical_ids, static_check
+from swizzleperf.remap import static_check
 from swizzleperf.remap_eval import evaluate
 from swizzleperf.sim.capture import cached_trace_path, capture_trace
 from swizzleperf.sim.dispatch import slot_domains

@@ -5,12 +5,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swizzleperf.bijectivity import bijectivity_grids
 from swizzleperf.families import FAMILIES, FamilyInstance
 from swizzleperf.hardware import PRESETS
 from swizzleperf.kernel import HookSignature, load_kernel
 from swizzleperf.proposers.base import AttemptView, ProposalContext
 from swizzleperf.proposers.search import SearchProposer, candidate_space
-from swizzleperf.remap import bijectivity_grids, normalise, static_check
+from swizzleperf.remap import normalise, static_check
 from swizzleperf.remap_eval import evaluate
 from swizzleperf.report import BottleneckReport
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import swizzleperf
+from swizzleperf.bijectivity import check_bijective
 from swizzleperf.errors import ChildSetupError, SandboxError
 from swizzleperf.isolation import Confinement
 from swizzleperf.kernel import HookSignature
-from swizzleperf.remap import check_bijective
 from swizzleperf.sandbox import run_in_child
 
 HOOK = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from swizzleperf import proof_status
+from swizzleperf.bijectivity import check_bijective
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import Counterexample, ProofVerdict
-from swizzleperf.remap import check_bijective
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 IDENTITY = "@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return pid\n"

@@ -15,11 +15,12 @@ import pytest
 
 pytest.importorskip("z3")
 
+from swizzleperf.bijectivity import bijectivity_grids  # noqa: E402
 from swizzleperf.families import FAMILIES  # noqa: E402
 from swizzleperf.kernel import HookSignature  # noqa: E402
 from swizzleperf.proofs import ProofVerdict, prove_bijective  # noqa: E402
 from swizzleperf.proofs.concrete import evaluate_program  # noqa: E402
-from swizzleperf.remap import bijectivity_grids, static_check  # noqa: E402
+from swizzleperf.remap import static_check  # noqa: E402
 from swizzleperf.remap_eval import evaluate  # noqa: E402
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))

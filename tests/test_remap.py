@@ -12,10 +12,11 @@ import time
 import numpy as np
 import pytest
 
+from swizzleperf.bijectivity import (BijectivityReport, bijectivity_grids, check_bijective, find_bijectivity_failure,
+                                     logical_ids)
 from swizzleperf.errors import RemapRejected, SandboxError
 from swizzleperf.kernel import HookSignature
-from swizzleperf.remap import (LOOP_TRIP_CAP, BijectivityReport, bijectivity_grids, check_bijective,
-                               find_bijectivity_failure, logical_ids, normalise, static_check)
+from swizzleperf.remap import LOOP_TRIP_CAP, normalise, static_check
 from swizzleperf.remap_eval import evaluate
 
 N = 8  # XCDs

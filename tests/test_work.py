@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from swizzleperf import correctness, work
+from swizzleperf.bijectivity import bijectivity_grids
 from swizzleperf.evaluate import CandidateEvaluator
 from swizzleperf.hardware import PRESETS
 from swizzleperf.kernel import HookSignature, load_kernel
 from swizzleperf.proposers.base import Proposal
 from swizzleperf.proposers.search import candidate_space
-from swizzleperf.remap import bijectivity_grids, static_check
+from swizzleperf.remap import static_check
 
 ROOT = Path(__file__).resolve().parents[1]
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from swizzleperf import occupancy, user_errors
+from swizzleperf.bijectivity import logical_ids
+from swizzleperf.errors import TraceCaptureError
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.grouping import partition_sentence
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf import occupancy, user_errors
-from swizzleperf.errors import TraceCaptureError
 from swizzleperf.kernel import KernelFile
-from swizzleperf.remap import logical_ids
 from swizzleperf.report import BottleneckReport
 from swizzleperf.sim.capture import capture_trace
 from swizzleperf.sim.engine import prepare, simulate

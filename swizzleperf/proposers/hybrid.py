@@ -14,11 +14,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from swizzleperf.bijectivity import logical_ids
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.families import FamilyInstance
 from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer
 from swizzleperf.proposers.search import SearchProposer, candidate_space
-from swizzleperf.remap import logical_ids, normalise
+from swizzleperf.remap import normalise
 from swizzleperf.remap_eval import evaluate
 from swizzleperf.sim.dispatch import slot_domains
 
