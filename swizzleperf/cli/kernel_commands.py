@@ -1,84 +1,20 @@
-"""The `swizzleperf` command line: hw, check, profile, optimize, runs.
-
-Expected failures (SwizzlePerfError) become one red line and exit code 2, and so does anything
-unexpected (an "internal error" line, never a traceback); set SWIZZLEPERF_DEBUG=1 or pass --debug
-to see the traceback instead. `check` exits 1 for a rejected remap.
-"""
+"""The commands that take a kernel: hw, check, profile, optimize, bench, sweep and adopt."""
 
 from __future__ import annotations
 
-import ast
 import json
-import os
-import sys
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.syntax import Syntax
 
-from swizzleperf import __version__, hardware, source_text, untrusted
-from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
+from swizzleperf import hardware
+from swizzleperf.cli.app import (BatchOpt, HardwareOpt, KernelArg, ProfilerOpt, ProposerOpt, RayOpt, RunsDirOpt,
+                                 WorkersOpt, _capture_progress, _executor, _progress, _remap_from_file, app, console)
+from swizzleperf.errors import ContractError, RemapRejected
 from swizzleperf.kernel import KernelFile, find_kernel, load_kernel
 from swizzleperf.report import ceiling_text
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Find program-id remaps (swizzles) that raise the L2 hit rate of Triton kernels.")
-runs_app = typer.Typer(no_args_is_help=True, help="Inspect run directories under runs/.")
-app.add_typer(runs_app, name="runs")
-library_app = typer.Typer(no_args_is_help=True, help="The swizzle library: remaps kept for reuse.")
-app.add_typer(library_app, name="library")
-cache_app = typer.Typer(help="The simulator's trace cache ($SWIZZLEPERF_CACHE).")
-app.add_typer(cache_app, name="cache")
-console = Console()
-_state = {"debug": False}
-
-
-def _debug_from_env() -> bool:
-    return os.environ.get("SWIZZLEPERF_DEBUG", "") not in ("", "0")
-
-HardwareOpt = typer.Option(None, "--hardware", "-H", help="preset name (see `swizzleperf hw`) or a .yaml/.json spec; "
-                                                          "default: the local GPU, else mi300x")
-ProfilerOpt = typer.Option("auto", "--profiler", help="auto (measured where a GPU and its profiler are here, "
-                                                      "else simulated) | sim | ncu | rocprofv3")
-ProposerOpt = typer.Option(None, "--proposer", help="search | llm | hybrid; default search, or llm with --model")
-RunsDirOpt = typer.Option(Path("runs"), "--runs-dir", help="where run directories live")
-LibraryOpt = typer.Option(None, "--library", help="library directory (default ./swizzles or $SWIZZLEPERF_LIBRARY)")
-WorkersOpt = typer.Option(None, "--workers", min=1, help="evaluate on a local process pool of N workers (1: in this "
-                                                        "process); default one per core, at most 8")
-RayOpt = typer.Option(None, "--ray", metavar="auto|ADDRESS", help="evaluate on a Ray cluster: auto (found, or started "
-                                                                  "here) or its address; needs swizzleperf[ray]")
-BatchOpt = typer.Option(4, "--batch", min=1, help="proposals made from one snapshot of the history and evaluated "
-                                                  "together (an LLM proposes one at a time; a resumed run keeps "
-                                                  "its own)")  # = optimize.DEFAULT_BATCH, not imported: it is heavy
-
-
-@app.callback()
-def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks instead of one-line errors"),
-          version: bool = typer.Option(False, "--version", help="print the version and exit")) -> None:
-    if version:
-        console.print(f"swizzleperf {__version__}")
-        raise typer.Exit()
-    _state["debug"] = debug or _debug_from_env()  # set on every invocation: one command's --debug is not the next's
-
-
-def _remap_from_file(path: Path, kernel: KernelFile) -> str:
-    """The hook-named function from a file (a bare remap, or a whole kernel file), cut from the text the
-    parser read. Raises RemapRejected for a file no remap could be in (too large, not UTF-8, too deep)."""
-    try:
-        text = untrusted.read_file(path)
-    except OSError as exc:
-        raise ContractError(f"cannot read remap file {path}: {exc.strerror}") from exc
-    tree = untrusted.parse(text, untrusted.MAX_FILE_BYTES)  # a syntax error is reported with the file's line
-    hooks = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == kernel.hook.name]
-    if len(hooks) > 1:
-        lines = ", ".join(str(source_text.function_span(node)[0]) for node in hooks)
-        raise RemapRejected("static", f"the file defines {kernel.hook.name}() {len(hooks)} times (lines {lines}); "
-                                      f"keep one")
-    return source_text.function_text(text, hooks[0]) if hooks else text
 
 
 # --- hw --------------------------------------------------------------------------------------
@@ -109,9 +45,6 @@ def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec i
 
 
 # --- check -----------------------------------------------------------------------------------
-
-KernelArg = typer.Argument(..., metavar="KERNEL", help="a kernel file, or a name under kernels/ (softmax)")
-
 
 @app.command()
 def check(kernel_path: str = KernelArg,
@@ -167,16 +100,6 @@ def check(kernel_path: str = KernelArg,
 
 
 # --- profile ---------------------------------------------------------------------------------
-
-def _progress():
-    from swizzleperf.render import progress_bar
-    return progress_bar(console)
-
-
-def _capture_progress(progress):
-    from swizzleperf.render import capture_progress
-    return capture_progress(progress)
-
 
 @app.command()
 def profile(kernel_path: str = KernelArg,
@@ -327,161 +250,6 @@ def _library_for_warm_start(library: Path | None, disabled: bool) -> Path | None
     return chosen if chosen.is_dir() else None
 
 
-# --- runs ------------------------------------------------------------------------------------
-
-@runs_app.command("list")
-def runs_list(runs_dir: Path = RunsDirOpt) -> None:
-    """One line per run: kernel, hardware, status, baseline -> best (ceiling)."""
-    from rich.table import Table
-
-    from swizzleperf.render import print_unclipped
-    from swizzleperf.runs import RunDir, list_runs
-    table = Table(title=f"Runs in {runs_dir}", title_justify="left")
-    for col in ("run", "kernel", "size", "hardware", "profiler", "proposer", "status", "baseline %", "best %", "ceiling %"):
-        table.add_column(col)
-    for path in list_runs(runs_dir):
-        try:
-            r = RunDir.open(path).record
-        except SwizzlePerfError as exc:
-            table.add_row(path.name, f"[red]{exc}[/]")
-            continue
-        fmt = lambda v: f"{v:.2f}" if v is not None else ""  # noqa: E731
-        table.add_row(r.run_id, r.kernel.name, r.size, r.hardware.name, r.profiler, r.proposer, r.status,
-                      fmt(r.baseline_hit_pct), fmt(r.best.hit_pct if r.best else None), fmt(r.ceiling_pct))
-    print_unclipped(console, table)
-
-
-@runs_app.command("show")
-def runs_show(run_ref: str = typer.Argument("latest", metavar="RUN"), runs_dir: Path = RunsDirOpt) -> None:
-    """The run's settings and its attempts table."""
-    from swizzleperf.render import attempts_table
-    from swizzleperf.report import bounds_text
-    from swizzleperf.runs import RunDir, find_run
-    run = RunDir.open(find_run(run_ref, runs_dir))
-    r = run.record
-    console.print(f"[bold]{r.run_id}[/] {r.status} ({r.status_detail})\n  kernel {r.kernel.path} size {r.size}\n"
-                  f"  hardware {r.hardware.name}; profiler {r.profiler}; proposer {r.proposer} seed {r.seed}\n"
-                  f"  ranking: {r.ranking_rule}")
-    history = run.load_history()
-    console.print(attempts_table(history, "Attempts"))
-    best = history.best()
-    if best is not None:
-        console.print(f"best: {best.family} (iteration {best.iteration}), {best.report.metric_name} "
-                      f"{best.report.hit_pct:.2f}% {best.report.label}; {bounds_text(best.report)}")
-    console.print(f"report: {run.path / 'report.md'}")
-
-
-@runs_app.command("diff")
-def runs_diff(run_ref: str = typer.Argument("latest", metavar="RUN"),
-              attempt: Optional[int] = typer.Argument(None, help="iteration (default: the best)"),
-              runs_dir: Path = RunsDirOpt) -> None:
-    """The unified diff of an attempt's kernel against the original."""
-    from swizzleperf.errors import RunError
-    from swizzleperf.runs import RunDir, find_run
-    history = RunDir.open(find_run(run_ref, runs_dir)).load_history()
-    chosen = history.best() if attempt is None else next((a for a in history.attempts if a.iteration == attempt), None)
-    if chosen is None:
-        raise RunError(f"no attempt {attempt} in that run" if attempt is not None else "that run has no accepted attempt")
-    console.print(f"iteration {chosen.iteration}: {chosen.family} ({chosen.verdict})")
-    console.print(Syntax(chosen.diff or "(no diff: the original remap)", "diff", theme="ansi_dark"))
-
-
-# --- library ---------------------------------------------------------------------------------
-
-@app.command()
-def export(run_ref: str = typer.Argument(..., metavar="RUN"),
-           name: str = typer.Option(..., "--name", help="the remap's name in the library (a Python identifier)"),
-           library: Optional[Path] = LibraryOpt,
-           force: bool = typer.Option(False, "--force", help="replace an entry of the same name"),
-           runs_dir: Path = RunsDirOpt) -> None:
-    """Store the best remap of a run in the swizzle library."""
-    from swizzleperf.library import Library, entry_from_run
-    from swizzleperf.runs import RunDir, find_run
-    run = RunDir.open(find_run(run_ref, runs_dir))
-    kernel_hook = load_kernel(run.record.kernel.path).hook if Path(run.record.kernel.path).exists() else None
-    if kernel_hook is None:
-        raise ContractError(f"the run's kernel {run.record.kernel.path} no longer exists; its hook signature is needed")
-    lib = Library(library)
-    entry = entry_from_run(run, name, kernel_hook)
-    path = lib.add(entry, replace=force)
-    console.print(f"[green]✓[/] {name}: {escape(entry.summary())}\n  wrote {path}; use it with "
-                  f"[bold]from {lib.root.name} import {name}[/] (with {lib.root.parent.resolve()} on sys.path)")
-
-
-@library_app.command("list")
-def library_list(library: Optional[Path] = LibraryOpt) -> None:
-    """The library's entries."""
-    from rich.table import Table
-
-    from swizzleperf.library import Library
-    lib = Library(library)
-    table = Table(title=f"Swizzle library {lib.root}", title_justify="left")
-    for col in ("name", "shape", "family", "found on", "hardware", "L2 hit %", "baseline %", "ceiling %", "numbers"):
-        table.add_column(col)
-    fmt = lambda v: "" if v is None else f"{v:.2f}"  # noqa: E731
-    for e in lib.entries():
-        table.add_row(e.name, f"{e.ndim}D", escape(e.family), f"{e.kernel} ({e.size})", e.hardware, fmt(e.hit_pct),
-                      fmt(e.baseline_hit_pct), fmt(e.ceiling_pct), "sim (predicted)" if e.numbers_from == "sim"
-                      else e.numbers_from)
-    console.print(table)
-
-
-@library_app.command("show")
-def library_show(name: str, library: Optional[Path] = LibraryOpt) -> None:
-    """One entry: where it came from, its numbers, where it is proven, its code."""
-    from swizzleperf.library import Library
-    e = Library(library).get(name)
-    console.print(f"[bold]{e.name}[/]: {escape(e.summary())}\n  run {e.run_id} iteration {e.iteration}; "
-                  f"signature ({', '.join(e.params)}); proven bijective on "
-                  f"{', '.join('x'.join(map(str, g)) for g in e.proven_grids) or 'no recorded grids'} "
-                  f"with {e.num_domains} dies")
-    console.print(f"  {escape(e.proof or 'no proof for all grid sizes recorded (exported before the z3 prover)')}")
-    console.print(Syntax(e.source, "python", theme="ansi_dark"))
-
-
-@app.command()
-def apply(name: str = typer.Argument(..., help="library entry"),
-          kernel_path: str = KernelArg,
-          library: Optional[Path] = LibraryOpt,
-          hw_name: Optional[str] = HardwareOpt,
-          size: Optional[str] = typer.Option(None, "--size", help="named size to profile (default: the kernel's)"),
-          profiler_name: str = ProfilerOpt,
-          out: Optional[Path] = typer.Option(None, "--out", help="where to write the patched copy "
-                                                                 "(default runs/applied/KERNEL-NAME.py)"),
-          write: bool = typer.Option(False, "--write", help="write the remap into KERNEL itself")) -> None:
-    """Put a library remap into a kernel's hook, validate and profile it, compare with the kernel's own."""
-    from swizzleperf.apply import apply_entry, write_patched
-    from swizzleperf.library import Library
-    from swizzleperf.profilers.select import select_profiler
-
-    entry = Library(library).get(name)
-    kernel = load_kernel(find_kernel(kernel_path))
-    size = size or kernel.default_size
-    spec, why = hardware.resolve(hw_name)
-    with _progress() as progress:
-        prof, prof_why = select_profiler(profiler_name, spec, progress=_capture_progress(progress))
-        task = progress.add_task("validating", total=None)
-        applied = apply_entry(entry, kernel, spec, prof, size,
-                              on_stage=lambda stage: progress.update(task, description=f"{name}: {stage}"))
-    console.print(f"{name} -> {kernel.path.name} on {spec.name} ({why}); profiler {prof.name} ({prof_why})")
-    for note in applied.notes:
-        console.print(f"  adapted: {escape(note)}")
-    for stage in applied.attempt.stages:
-        mark = "[green]✓[/]" if stage.ok else "[red]✗[/]"
-        console.print(f"{mark} {stage.stage}: {escape(stage.detail)}")
-    if not applied.attempt.accepted:
-        console.print(f"[red]REJECTED[/]: {name} does not work in {kernel.path.name}; nothing written")
-        raise typer.Exit(1)
-    report, base = applied.attempt.report, applied.baseline
-    console.print(f"{report.metric_name} {report.hit_pct:.2f}% with {name} vs {base.hit_pct:.2f}% with the kernel's own remap "
-                  f"({report.hit_pct - base.hit_pct:+.2f} points, {report.label}); {ceiling_text(report.ceiling_pct)}",
-                  highlight=False)
-    if write:
-        kernel.path.write_text(kernel.with_hook(applied.source))
-        console.print(f"--write: wrote {name} into {kernel.path}")
-    else:
-        path = write_patched(kernel, applied, out or Path("runs") / "applied" / f"{kernel.name}-{name}.py")
-        console.print(f"wrote the patched copy {path} ({kernel.path.name} is unchanged; --write changes it)")
 
 
 @app.command()
@@ -546,64 +314,6 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
     with _executor(workers, ray) as executor:
         run_sweep_command(find_kernels([kernel])[0], hw_name, grid, max_accesses, out, console, like=like,
                           executor=executor)
-
-
-@contextmanager
-def _executor(workers: int | None, ray: str | None):
-    """The executor --workers/--ray ask for (by default a process pool on a machine with several cores),
-    stopped when the command ends."""
-    from swizzleperf.executors import make_executor
-    executor = make_executor(workers, ray)
-    try:
-        yield executor
-    finally:
-        executor.close()
-
-
-# --- trace cache -----------------------------------------------------------------------------
-
-@cache_app.callback(invoke_without_command=True)
-def cache_default(ctx: typer.Context) -> None:
-    """The simulator's trace cache ($SWIZZLEPERF_CACHE): bare `cache` shows it, as `cache info` does."""
-    if ctx.invoked_subcommand is None:
-        cache_info()
-
-
-@cache_app.command("info")
-def cache_info() -> None:
-    """Where captured traces are kept: each with its size and last use, the total and the size bound."""
-    from swizzleperf.sim import trace_cache
-    for line in trace_cache.describe(trace_cache.default_cache_dir()):
-        console.print(escape(line), highlight=False, soft_wrap=True)
-
-
-@cache_app.command("clear")
-def cache_clear(kernel: Optional[str] = typer.Option(None, "--kernel", help="only this kernel's traces")) -> None:
-    """Delete captured traces (they are captured again when needed)."""
-    from swizzleperf.sim import trace_cache
-    root = trace_cache.default_cache_dir()
-    console.print(f"deleted {trace_cache.clear(root, kernel)} traces from {root}")
-
-
-def main() -> None:
-    _state["debug"] = _debug_from_env()
-    try:
-        app()
-    except SwizzlePerfError as exc:
-        if _state["debug"]:
-            raise
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)  # one line in a pipe
-        sys.exit(2)
-    except Exception as exc:  # a bug, still one line and "could not" (2); --debug shows the traceback
-        if _state["debug"]:
-            raise
-        what = untrusted.echo(f"{type(exc).__name__}: {exc}", 500)
-        console.print(f"[red]internal error:[/] {escape(what)} (--debug shows the traceback)", highlight=False,
-                      soft_wrap=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]")
-        sys.exit(130)
 
 
 # --- adopt -----------------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""The `swizzleperf` command line's frame: the Typer app and its groups, the options the commands
+share, and `main`, which turns every error into one line and an exit code.
+
+Expected failures (SwizzlePerfError) become one red line and exit code 2, and so does anything
+unexpected (an "internal error" line, never a traceback); set SWIZZLEPERF_DEBUG=1 or pass --debug
+to see the traceback instead. `check` exits 1 for a rejected remap. The commands live in
+kernel_commands (on a kernel: hw, check, profile, optimize, bench, sweep, adopt) and
+store_commands (on what runs left: runs, export, library, apply, cache).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from swizzleperf import __version__, source_text, untrusted
+from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
+from swizzleperf.kernel import KernelFile
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Find program-id remaps (swizzles) that raise the L2 hit rate of Triton kernels.")
+runs_app = typer.Typer(no_args_is_help=True, help="Inspect run directories under runs/.")
+app.add_typer(runs_app, name="runs")
+library_app = typer.Typer(no_args_is_help=True, help="The swizzle library: remaps kept for reuse.")
+app.add_typer(library_app, name="library")
+cache_app = typer.Typer(help="The simulator's trace cache ($SWIZZLEPERF_CACHE).")
+app.add_typer(cache_app, name="cache")
+console = Console()
+_state = {"debug": False}
+
+
+def _debug_from_env() -> bool:
+    return os.environ.get("SWIZZLEPERF_DEBUG", "") not in ("", "0")
+
+HardwareOpt = typer.Option(None, "--hardware", "-H", help="preset name (see `swizzleperf hw`) or a .yaml/.json spec; "
+                                                          "default: the local GPU, else mi300x")
+ProfilerOpt = typer.Option("auto", "--profiler", help="auto (measured where a GPU and its profiler are here, "
+                                                      "else simulated) | sim | ncu | rocprofv3")
+ProposerOpt = typer.Option(None, "--proposer", help="search | llm | hybrid; default search, or llm with --model")
+KernelArg = typer.Argument(..., metavar="KERNEL", help="a kernel file, or a name under kernels/ (softmax)")
+RunsDirOpt = typer.Option(Path("runs"), "--runs-dir", help="where run directories live")
+LibraryOpt = typer.Option(None, "--library", help="library directory (default ./swizzles or $SWIZZLEPERF_LIBRARY)")
+WorkersOpt = typer.Option(None, "--workers", min=1, help="evaluate on a local process pool of N workers (1: in this "
+                                                        "process); default one per core, at most 8")
+RayOpt = typer.Option(None, "--ray", metavar="auto|ADDRESS", help="evaluate on a Ray cluster: auto (found, or started "
+                                                                  "here) or its address; needs swizzleperf[ray]")
+BatchOpt = typer.Option(4, "--batch", min=1, help="proposals made from one snapshot of the history and evaluated "
+                                                  "together (an LLM proposes one at a time; a resumed run keeps "
+                                                  "its own)")  # = optimize.DEFAULT_BATCH, not imported: it is heavy
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks instead of one-line errors"),
+          version: bool = typer.Option(False, "--version", help="print the version and exit")) -> None:
+    if version:
+        console.print(f"swizzleperf {__version__}")
+        raise typer.Exit()
+    _state["debug"] = debug or _debug_from_env()  # set on every invocation: one command's --debug is not the next's
+
+
+def _remap_from_file(path: Path, kernel: KernelFile) -> str:
+    """The hook-named function from a file (a bare remap, or a whole kernel file), cut from the text the
+    parser read. Raises RemapRejected for a file no remap could be in (too large, not UTF-8, too deep)."""
+    try:
+        text = untrusted.read_file(path)
+    except OSError as exc:
+        raise ContractError(f"cannot read remap file {path}: {exc.strerror}") from exc
+    tree = untrusted.parse(text, untrusted.MAX_FILE_BYTES)  # a syntax error is reported with the file's line
+    hooks = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == kernel.hook.name]
+    if len(hooks) > 1:
+        lines = ", ".join(str(source_text.function_span(node)[0]) for node in hooks)
+        raise RemapRejected("static", f"the file defines {kernel.hook.name}() {len(hooks)} times (lines {lines}); "
+                                      f"keep one")
+    return source_text.function_text(text, hooks[0]) if hooks else text
+
+
+def _progress():
+    from swizzleperf.render import progress_bar
+    return progress_bar(console)
+
+
+def _capture_progress(progress):
+    from swizzleperf.render import capture_progress
+    return capture_progress(progress)
+
+
+@contextmanager
+def _executor(workers: int | None, ray: str | None):
+    """The executor --workers/--ray ask for (by default a process pool on a machine with several cores),
+    stopped when the command ends."""
+    from swizzleperf.executors import make_executor
+    executor = make_executor(workers, ray)
+    try:
+        yield executor
+    finally:
+        executor.close()
+
+
+
+
+def main() -> None:
+    _state["debug"] = _debug_from_env()
+    try:
+        app()
+    except SwizzlePerfError as exc:
+        if _state["debug"]:
+            raise
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)  # one line in a pipe
+        sys.exit(2)
+    except Exception as exc:  # a bug, still one line and "could not" (2); --debug shows the traceback
+        if _state["debug"]:
+            raise
+        what = untrusted.echo(f"{type(exc).__name__}: {exc}", 500)
+        console.print(f"[red]internal error:[/] {escape(what)} (--debug shows the traceback)", highlight=False,
+                      soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        sys.exit(130)
