@@ -207,7 +207,7 @@ def test_other_sizes_carry_the_speedup_where_the_profiler_times(tmp_path, monkey
                                     timing=Timing(median_ms=median, p20_ms=p20, p80_ms=p80, repeats=100,
                                                   l2_state="flushed"))
 
-    monkeypatch.setattr(bench, "select_profiler", lambda name, hw, progress=None: (TimingProfiler(), "fake"))
+    monkeypatch.setattr(bench.other_sizes, "select_profiler", lambda name, hw, progress=None: (TimingProfiler(), "fake"))
     (tiny,) = generalise(kernel, NAIVE, "small", MI300X, "ncu", "cpu", None, only=["tiny"])
     assert tiny.status == "rejected"  # NAIVE is no bijection on tiny's 15 programs: never profiled
     (own,) = generalise(kernel, kernel.hook_source, "small", MI300X, "ncu", "cpu", None, only=["tiny"])
