@@ -37,6 +37,8 @@ CHECK_SIZES = ["small"]                      # sizes cheap enough for the CPU in
 TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}     # needed with a reference(); without one: exact by default
 PROGRAMS_PER_CU = 1                          # optional: resident programs per CU/SM that the kernel's
                                              # registers and shared memory allow (the simulator's occupancy)
+PERSISTENT = False                           # optional: True when launch() starts a fixed number of programs
+                                             # that loop over the hook's grid, calling the hook per tile
 
 def grid(size) -> tuple[int, ...]:           # values of the hook's grid parameters
 def make_inputs(size, seed, device) -> dict[str, Tensor]
@@ -97,6 +99,7 @@ class KernelFile:
     tolerance: dict[str, float]
     programs_per_cu: int | None = None  # PROGRAMS_PER_CU: an occupancy limit the kernel declares
     has_reference: bool = True  # False: correctness compares with the kernel run with its own hook
+    persistent: bool = False  # PERSISTENT: resident programs loop over the tiles; the remap changes each one's work
 
     @property
     def name(self) -> str:
@@ -257,11 +260,15 @@ def load_kernel(path: str | Path) -> KernelFile:
     if occupancy is not None and (type(occupancy) is not int or occupancy < 1):
         raise _contract_error(path, f"PROGRAMS_PER_CU must be a positive integer, got {occupancy!r}")
 
+    persistent = getattr(module, "PERSISTENT", False)
+    if type(persistent) is not bool:
+        raise _contract_error(path, f"PERSISTENT must be True or False, got {persistent!r}")
+
     hook, lines = parse_hook(path, tree, module.REMAP_HOOK)
     kernel = KernelFile(path=path, source=source, module=module, hook=hook, hook_lines=lines, sizes=sizes,
                         default_size=module.DEFAULT_SIZE, check_sizes=tuple(module.CHECK_SIZES),
                         tolerance={"atol": float(tol.get("atol", 0.0)), "rtol": float(tol.get("rtol", 0.0))},
-                        programs_per_cu=occupancy, has_reference=has_reference)
+                        programs_per_cu=occupancy, has_reference=has_reference, persistent=persistent)
     for name in sizes:
         kernel.grid(name)  # raises a ContractError naming the size if grid() disagrees with the hook
     return kernel

@@ -1,10 +1,10 @@
 """FlashAttention-2 forward, persistent: a fixed number of programs loop over the Q tiles (issue 16).
 
-The first piece of the sawtooth work, not yet a kernel of the suite: swizzleperf's contract, checks
-and simulator know one hook and one program per tile; this kernel has two hooks and a grid of
-resident programs, which they do not handle yet. It is here so that its correctness and its speed
-against kernels/attention.py can be measured now (`python benchmarks/persistent/attention_persistent.py`
-checks it on the CPU interpreter or the GPU; `benchmarks/persistent/bench_persistent.py` times it).
+A kernel file (the contract's PERSISTENT = True: `swizzleperf check/profile/optimize` take it; the
+simulator captures each candidate remap's own trace), not yet one of the suite: the loop-order hook
+`kv_order` is chosen by a size's `sawtooth` value, not yet rewritten by swizzleperf like the remap
+hook. `python benchmarks/persistent/attention_persistent.py` checks it on the CPU interpreter or the
+GPU; `benchmarks/persistent/bench_persistent.py` times it against kernels/attention.py.
 
 Same math and layout as kernels/attention.py (q (B, H, S, D), k and v (B, H_KV, S, D), GQA when
 H_KV < H, causal or not, fp32 statistics). Program p of G runs tiles p, p + G, p + 2G, ... (its
@@ -164,6 +164,53 @@ def _reference(q, k, v, causal: bool) -> torch.Tensor:
         seq = q.shape[2]
         scores = scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
+
+
+# --- the kernel file contract (swizzleperf.kernel.CONTRACT) -----------------------------------
+REMAP_HOOK = "swizzle"
+PERSISTENT = True  # `programs` resident programs (the launch grid) loop over grid()'s tiles
+SIZES = {
+    # as kernels/attention.py's check sizes; 5 programs run 2-3 tiles each, forward and (sawtooth) back
+    "tiny": {"batch": 1, "heads": 4, "kv_heads": 2, "seq": 300, "head_dim": 16, "causal": 1, "programs": 5,
+             "sawtooth": 1},
+    "small": {"batch": 2, "heads": 4, "kv_heads": 4, "seq": 200, "head_dim": 32, "causal": 0, "programs": 5,
+              "sawtooth": 0},
+    # the H100 measurement of issue 16 (one program per SM), cyclic and sawtooth: GPU only
+    "h100_8x128k": {"batch": 1, "heads": 8, "kv_heads": 8, "seq": 131072, "head_dim": 128, "causal": 0,
+                    "programs": 132, "sawtooth": 0},
+    "h100_8x128k_sawtooth": {"batch": 1, "heads": 8, "kv_heads": 8, "seq": 131072, "head_dim": 128, "causal": 0,
+                             "programs": 132, "sawtooth": 1},
+}
+DEFAULT_SIZE = "small"
+CHECK_SIZES = ["tiny", "small"]
+PROGRAMS_PER_CU = 1  # as kernels/attention.py at D = 128
+TOLERANCE = {"atol": 4e-3, "rtol": 8e-3}  # kernels/attention.py's, same arithmetic
+
+
+def grid(size: dict) -> tuple[int, int, int]:
+    return (triton.cdiv(size["seq"], BLOCK_M), size["batch"], size["heads"])
+
+
+def make_inputs(size: dict, seed: int, device: str) -> dict[str, torch.Tensor]:
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    b, h, h_kv, s, d = size["batch"], size["heads"], size["kv_heads"], size["seq"], size["head_dim"]
+    shapes = {"q": (b, h, s, d), "k": (b, h_kv, s, d), "v": (b, h_kv, s, d)}
+    return {name: torch.randn(shape, generator=gen).to(torch.float16).to(device) for name, shape in shapes.items()}
+
+
+def make_outputs(size: dict, device: str) -> dict[str, torch.Tensor]:
+    shape = (size["batch"], size["heads"], size["seq"], size["head_dim"])
+    return {"o": torch.empty(shape, device=device, dtype=torch.float16)}
+
+
+def launch(inputs: dict, outputs: dict, size: dict, num_xcds: int) -> None:
+    attention_persistent(inputs["q"], inputs["k"], inputs["v"], bool(size["causal"]),
+                         sawtooth_order=bool(size["sawtooth"]), programs=size["programs"], num_xcds=num_xcds,
+                         out=outputs["o"])
+
+
+def reference(inputs: dict, size: dict) -> dict[str, torch.Tensor]:
+    return {"o": _reference(inputs["q"], inputs["k"], inputs["v"], bool(size["causal"])).to(torch.float16)}
 
 
 CHECKS = [  # (batch, heads, kv_heads, seq, head_dim, causal): ragged, GQA, causal and not

@@ -1,0 +1,61 @@
+"""Persistent kernels (issue 16): the contract's PERSISTENT, and a simulator that captures each
+candidate's own trace, since a persistent program calls the remap hook in its loop over tiles."""
+
+from pathlib import Path
+
+import pytest
+
+from swizzleperf.errors import ContractError
+from swizzleperf.hardware import PRESETS
+from swizzleperf.kernel import load_kernel
+from swizzleperf.profilers.sim import SimProfiler
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNEL = ROOT / "benchmarks" / "persistent" / "attention_persistent.py"
+HOOK = "@triton.jit\ndef swizzle(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):\n    {}\n"
+# the kernel's own block-first order, written differently: the same tiles, so the same trace
+BLOCK_FIRST = HOOK.format("q = tile // (num_heads * batch_size)\n    return q, (tile // num_heads) % batch_size, "
+                          "tile - (tile // num_heads) * num_heads")
+HEAD_FIRST = HOOK.format("per_head = num_q_blocks * batch_size\n    return tile % num_q_blocks, "
+                         "(tile // num_q_blocks) % batch_size, tile // per_head")
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("traces")
+    kernel = load_kernel(KERNEL)
+    before = KERNEL.read_text()
+    profiler = SimProfiler(PRESETS["mi300x"], cache_dir=cache)
+    remaps = {"own": kernel.hook_source, "block_first": BLOCK_FIRST, "head_first": HEAD_FIRST}
+    reports = {name: profiler.profile(kernel, source, "small") for name, source in remaps.items()}
+    return kernel, profiler, cache, reports, before
+
+
+def test_the_contract_says_persistent_and_refuses_a_non_boolean(tmp_path):
+    kernel = load_kernel(KERNEL)
+    assert kernel.persistent and kernel.size("small")["programs"] == 5
+    bad = tmp_path / "bad.py"
+    bad.write_text(KERNEL.read_text().replace("PERSISTENT = True", "PERSISTENT = 1"))
+    with pytest.raises(ContractError, match="PERSISTENT must be True or False, got 1"):
+        load_kernel(bad)
+
+
+def test_each_candidate_is_captured_with_its_own_hook_and_replayed_in_launch_order(profiled):
+    kernel, profiler, cache, reports, before = profiled
+    # 5 resident programs on 8 dies: dies 0-4 run one program each, for all of its tiles
+    for report in reports.values():
+        assert [d.programs for d in report.per_domain] == [1, 1, 1, 1, 1, 0, 0, 0]
+    reads = {name: [d.accesses for d in report.per_domain] for name, report in reports.items()}
+    assert reads["block_first"] == reads["own"]  # the same tiles per program: the same trace
+    assert reads["head_first"] != reads["own"]  # other tiles per program: another trace
+    assert sum(reads["head_first"]) == sum(reads["own"])  # the same tiles in all
+    copies = sorted((cache / "persistent-candidates").glob("*/attention_persistent.py"))
+    assert len(copies) == 2 and all(BLOCK_FIRST in c.read_text() or HEAD_FIRST in c.read_text() for c in copies)
+    assert KERNEL.read_text() == before  # the kernel file itself is never written
+
+
+def test_the_report_says_what_was_simulated_and_that_the_partition_bound_does_not_apply(profiled):
+    _, _, _, reports, _ = profiled
+    notes = " ".join(reports["head_first"].notes)
+    assert "persistent kernel: 5 programs, each on one CU for all its tiles" in notes
+    assert "achievable bound n/a for a persistent kernel" in notes and reports["head_first"].achievable_pct is None
