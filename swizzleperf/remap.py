@@ -345,7 +345,8 @@ def _depth(tree: ast.AST) -> int:
     return deepest
 
 
-def _check_signature(fn: ast.FunctionDef, hook: HookSignature) -> None:
+def check_signature(fn: ast.FunctionDef, hook: HookSignature) -> None:
+    """The candidate's decorator and parameters are exactly the hook's (names, order, constexprs)."""
     expected = hook.render()
     for deco in fn.decorator_list:
         if ast.unparse(deco) != "triton.jit":
@@ -398,7 +399,7 @@ def static_check(source: str, hook: HookSignature) -> ast.FunctionDef:
     if fn.name != hook.name:
         raise _reject(f"the function is named {echo(fn.name)}(); it must be {hook.name}() with signature "
                       f"`{hook.render()}`", fn)
-    _check_signature(fn, hook)
+    check_signature(fn, hook)
     body = hook_body(fn)
     if not body:
         raise _reject(f"{hook.name}() has no statements", fn)
