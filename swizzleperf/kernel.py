@@ -39,6 +39,8 @@ PROGRAMS_PER_CU = 1                          # optional: resident programs per C
                                              # registers and shared memory allow (the simulator's occupancy)
 PERSISTENT = False                           # optional: True when launch() starts a fixed number of programs
                                              # that loop over the hook's grid, calling the hook per tile
+LOOP_ORDER_HOOK = "kv_order"                 # optional: a second hook, (step, n_steps, local_tile, NUM_XCDS)
+                                             # -> block, a permutation of [0, n_steps) (persistent kernels)
 
 def grid(size) -> tuple[int, ...]:           # values of the hook's grid parameters
 def make_inputs(size, seed, device) -> dict[str, Tensor]
@@ -85,6 +87,28 @@ class HookSignature:
 
 
 @dataclass(frozen=True)
+class LoopOrderSignature:
+    """`name(step, n_steps, local_tile, CONSTEXPRS...)`, with the kernel's own parameter names."""
+
+    name: str
+    step: str
+    n_steps: str
+    local_tile: str
+    constexprs: tuple[str, ...]
+
+    def as_hook(self) -> HookSignature:
+        """The signature as written, for the signature check (its 'grid' is the two loop values)."""
+        return HookSignature(self.name, self.step, (self.n_steps, self.local_tile), self.constexprs)
+
+    def over_steps(self) -> HookSignature:
+        """The hook with local_tile bound: a 1D remap of the steps on the grid (n_steps,)."""
+        return HookSignature(self.name, self.step, (self.n_steps,), self.constexprs)
+
+    def render(self) -> str:
+        return self.as_hook().render()
+
+
+@dataclass(frozen=True)
 class KernelFile:
     """A loaded kernel file that satisfies the contract."""
 
@@ -100,6 +124,8 @@ class KernelFile:
     programs_per_cu: int | None = None  # PROGRAMS_PER_CU: an occupancy limit the kernel declares
     has_reference: bool = True  # False: correctness compares with the kernel run with its own hook
     persistent: bool = False  # PERSISTENT: resident programs loop over the tiles; the remap changes each one's work
+    loop_order: LoopOrderSignature | None = None  # LOOP_ORDER_HOOK's signature, when the kernel declares one
+    loop_order_lines: tuple[int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -108,6 +134,14 @@ class KernelFile:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def loop_order_source(self) -> str | None:
+        """The loop-order hook's lines (None without LOOP_ORDER_HOOK)."""
+        if self.loop_order_lines is None:
+            return None
+        start, end = self.loop_order_lines
+        return "".join(source_text.lines(self.source)[start - 1:end])
 
     @property
     def hook_source(self) -> str:
@@ -182,6 +216,26 @@ def parse_hook(path: Path, tree: ast.Module, hook_name: str) -> tuple[HookSignat
     if not calls:
         raise _contract_error(path, f"the remap hook {hook_name}() is never called; call it at the top of the kernel")
     signature = HookSignature(name=hook_name, pid=plain[0], grid_params=tuple(plain[1:]), constexprs=constexprs)
+    return signature, source_text.function_span(node)
+
+
+def parse_loop_order_hook(path: Path, tree: ast.Module, name: str) -> tuple[LoopOrderSignature, tuple[int, int]]:
+    """The LOOP_ORDER_HOOK function: @triton.jit, (step, n_steps, local_tile, one constexpr), called."""
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    if not defs:
+        raise _contract_error(path, f"LOOP_ORDER_HOOK = {name!r} but no top-level function {name}() is defined")
+    node = defs[-1]
+    args = node.args.args
+    shape_ok = (len(args) == 4 and not any(map(_is_constexpr, args[:3])) and _is_constexpr(args[3])
+                and not (node.args.vararg or node.args.kwarg or node.args.kwonlyargs or node.args.posonlyargs))
+    if not any(_is_triton_jit(d) for d in node.decorator_list) or not shape_ok:
+        raise _contract_error(path, f"the loop-order hook must be `@triton.jit def {name}(step, n_steps, local_tile, "
+                                    f"NUM_XCDS: tl.constexpr)` (names your own); got {name}("
+                                    f"{', '.join(a.arg for a in args)})")
+    if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(tree)):
+        raise _contract_error(path, f"the loop-order hook {name}() is never called; call it where the loop picks its "
+                                    f"next block")
+    signature = LoopOrderSignature(name, args[0].arg, args[1].arg, args[2].arg, (args[3].arg,))
     return signature, source_text.function_span(node)
 
 
@@ -265,10 +319,15 @@ def load_kernel(path: str | Path) -> KernelFile:
         raise _contract_error(path, f"PERSISTENT must be True or False, got {persistent!r}")
 
     hook, lines = parse_hook(path, tree, module.REMAP_HOOK)
+    loop_name = getattr(module, "LOOP_ORDER_HOOK", None)
+    if loop_name is not None and not isinstance(loop_name, str):
+        raise _contract_error(path, f"LOOP_ORDER_HOOK must name a function, got {loop_name!r}")
+    loop_order, loop_lines = parse_loop_order_hook(path, tree, loop_name) if loop_name else (None, None)
     kernel = KernelFile(path=path, source=source, module=module, hook=hook, hook_lines=lines, sizes=sizes,
                         default_size=module.DEFAULT_SIZE, check_sizes=tuple(module.CHECK_SIZES),
                         tolerance={"atol": float(tol.get("atol", 0.0)), "rtol": float(tol.get("rtol", 0.0))},
-                        programs_per_cu=occupancy, has_reference=has_reference, persistent=persistent)
+                        programs_per_cu=occupancy, has_reference=has_reference, persistent=persistent,
+                        loop_order=loop_order, loop_order_lines=loop_lines)
     for name in sizes:
         kernel.grid(name)  # raises a ContractError naming the size if grid() disagrees with the hook
     return kernel

@@ -59,3 +59,37 @@ def test_the_report_says_what_was_simulated_and_that_the_partition_bound_does_no
     notes = " ".join(reports["head_first"].notes)
     assert "persistent kernel: 5 programs, each on one CU for all its tiles" in notes
     assert "achievable bound n/a for a persistent kernel" in notes and reports["head_first"].achievable_pct is None
+
+
+def test_the_contract_reads_the_loop_order_hook_and_refuses_a_wrong_shape(tmp_path):
+    kernel = load_kernel(KERNEL)
+    assert kernel.loop_order.render() == "def kv_order(step, n_steps, local_tile, NUM_XCDS: tl.constexpr)"
+    assert kernel.loop_order_source.startswith("@triton.jit\ndef kv_order(step, n_steps, local_tile,")
+    bad = tmp_path / "attention_persistent.py"
+    bad.write_text(KERNEL.read_text().replace("def kv_order(step, n_steps, local_tile, NUM_XCDS",
+                                              "def kv_order(step, n_steps, NUM_XCDS"))
+    with pytest.raises(ContractError, match=r"the loop-order hook must be `@triton.jit def kv_order\(step, n_steps, "
+                                            r"local_tile, NUM_XCDS: tl.constexpr\)` \(names your own\); got "
+                                            r"kv_order\(step, n_steps, NUM_XCDS\)"):
+        load_kernel(bad)
+
+
+def test_check_refuses_a_kernel_whose_loop_order_skips_blocks(tmp_path, monkeypatch, capsys):
+    from swizzleperf.cli import main
+
+    broken = tmp_path / "attention_persistent.py"
+    text = KERNEL.read_text()
+    own = '    """Step of a tile\'s K/V scan -> K/V block to fold in (a permutation of [0, n_steps)): cyclic."""\n' \
+          '    return step\n'
+    assert own in text
+    broken.write_text(text.replace(own, own.replace("return step", "return step // 2")))
+    monkeypatch.setenv("COLUMNS", "2000")
+    monkeypatch.setattr("sys.argv", ["swizzleperf", "check", str(broken), "--hardware", "h100", "--size", "tiny",
+                                     "--seeds", "1"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    lines = capsys.readouterr().out.splitlines()
+    assert exc.value.code == 2
+    assert "✗ loop order kv_order(): with local_tile = 0: grid (2,): steps 0 and 1 both map to 0; logical 1 is never " \
+           "produced (1 of 2 logical ids missing)" in lines
+    assert lines[-1] == "BROKEN KERNEL at loop order: its loop-order hook skips or repeats blocks; fix the kernel file"

@@ -168,6 +168,7 @@ def _reference(q, k, v, causal: bool) -> torch.Tensor:
 
 # --- the kernel file contract (swizzleperf.kernel.CONTRACT) -----------------------------------
 REMAP_HOOK = "swizzle"
+LOOP_ORDER_HOOK = "kv_order"  # checked (a permutation of the steps); not yet rewritten by optimize
 PERSISTENT = True  # `programs` resident programs (the launch grid) loop over grid()'s tiles
 SIZES = {
     # as kernels/attention.py's check sizes; 5 programs run 2-3 tiles each, forward and (sawtooth) back

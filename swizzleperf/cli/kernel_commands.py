@@ -89,6 +89,10 @@ def check(kernel_path: str = KernelArg,
     if attempt.failure is not None and attempt.failure.checker_failed:
         console.print(f"[red]COULD NOT CHECK[/] at {attempt.failure.stage}: the check itself failed, not the remap")
         raise typer.Exit(2)
+    if kernel.loop_order is not None and not _check_own_loop_order(kernel, spec):
+        console.print("[red]BROKEN KERNEL[/] at loop order: its loop-order hook skips or repeats blocks; fix the "
+                      "kernel file")
+        raise typer.Exit(2)
     if attempt.failure is not None and remap is None:
         console.print(f"[red]BROKEN KERNEL[/] at {attempt.failure.stage}: the kernel fails with its own remap; fix "
                       f"the kernel file")
@@ -97,6 +101,20 @@ def check(kernel_path: str = KernelArg,
         console.print(f"[red]REJECTED[/] at {attempt.failure.stage}")
         raise typer.Exit(1)
     console.print("[green]OK[/]: the remap is safe to use with this kernel")
+
+
+def _check_own_loop_order(kernel: KernelFile, spec: hardware.HardwareSpec) -> bool:
+    """The kernel's LOOP_ORDER_HOOK: a permutation of the steps for every trip count (one line)."""
+    from swizzleperf.schedules.loop_order import check_loop_order
+    constexprs = {kernel.loop_order.constexprs[0]: spec.num_domains}
+    try:
+        report = check_loop_order(kernel.loop_order_source, kernel.loop_order, [], spec.num_domains, constexprs)
+    except RemapRejected as exc:
+        console.print(f"[red]✗[/] loop order {kernel.loop_order.name}(): {exc.stage}: {escape(exc.reason)}")
+        return False
+    mark = "[green]✓[/]" if report.ok else "[red]✗[/]"
+    console.print(f"{mark} loop order {kernel.loop_order.name}(): {escape(report.message)}", soft_wrap=True)
+    return report.ok
 
 
 # --- profile ---------------------------------------------------------------------------------

@@ -13,39 +13,16 @@ and the z3 proof for every trip count up to 2**31 - 1.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf import untrusted
 from swizzleperf.bijectivity import BijectivityReport, bijectivity_grids, check_bijective
 from swizzleperf.errors import RemapRejected
-from swizzleperf.kernel import HookSignature
+from swizzleperf.kernel import LoopOrderSignature
 from swizzleperf.remap import MAX_SOURCE_CHARS, check_signature
 
 LOCAL_TILES = tuple(range(8))
-
-
-@dataclass(frozen=True)
-class LoopOrderSignature:
-    """`name(step, n_steps, local_tile, CONSTEXPRS...)`, with the kernel's own parameter names."""
-
-    name: str
-    step: str
-    n_steps: str
-    local_tile: str
-    constexprs: tuple[str, ...]
-
-    def as_hook(self) -> HookSignature:
-        """The signature as written, for the signature check (its 'grid' is the two loop values)."""
-        return HookSignature(self.name, self.step, (self.n_steps, self.local_tile), self.constexprs)
-
-    def over_steps(self) -> HookSignature:
-        """The hook with local_tile bound: a 1D remap of the steps on the grid (n_steps,)."""
-        return HookSignature(self.name, self.step, (self.n_steps,), self.constexprs)
-
-    def render(self) -> str:
-        return self.as_hook().render()
 
 
 class LoopOrderReport(BaseModel):
