@@ -90,6 +90,6 @@ def test_check_refuses_a_kernel_whose_loop_order_skips_blocks(tmp_path, monkeypa
         main()
     lines = capsys.readouterr().out.splitlines()
     assert exc.value.code == 2
-    assert "✗ loop order kv_order(): with local_tile = 0: grid (2,): steps 0 and 1 both map to 0; logical 1 is never " \
-           "produced (1 of 2 logical ids missing)" in lines
+    assert ("✗ loop order kv_order(): with local_tile = 0: grid (2,): steps 0 and 1 both map to 0; logical 1 is "
+            "never produced (1 of 2 logical ids missing)") in lines
     assert lines[-1] == "BROKEN KERNEL at loop order: its loop-order hook skips or repeats blocks; fix the kernel file"
