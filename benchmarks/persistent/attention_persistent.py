@@ -176,6 +176,15 @@ SIZES = {
              "sawtooth": 1},
     "small": {"batch": 2, "heads": 4, "kv_heads": 4, "seq": 200, "head_dim": 32, "causal": 0, "programs": 5,
               "sawtooth": 0},
+    # GB10 (48 SMs, 24 MB L2): one head's K/V is 8 MB at 16K (fits), 32 MB at 64K (does not)
+    "gb10_1x16k": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 16384, "head_dim": 128, "causal": 0,
+                   "programs": 48, "sawtooth": 0},
+    "gb10_1x16k_sawtooth": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 16384, "head_dim": 128, "causal": 0,
+                            "programs": 48, "sawtooth": 1},
+    "gb10_1x64k": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 65536, "head_dim": 128, "causal": 0,
+                   "programs": 48, "sawtooth": 0},
+    "gb10_1x64k_sawtooth": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 65536, "head_dim": 128, "causal": 0,
+                            "programs": 48, "sawtooth": 1},
     # the H100 measurement of issue 16 (one program per SM), cyclic and sawtooth: GPU only
     "h100_8x128k": {"batch": 1, "heads": 8, "kv_heads": 8, "seq": 131072, "head_dim": 128, "causal": 0,
                     "programs": 132, "sawtooth": 0},

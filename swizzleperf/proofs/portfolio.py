@@ -88,7 +88,8 @@ def _guarded(kind: str, *args) -> Outcome:
     except ProofError as exc:
         return Outcome(unknown_kind=exc.kind, reason=str(exc))
     except Exception as exc:  # an untrusted hook must not take the prover down
-        return Outcome(unknown_kind="error", reason=f"internal error in the {kind} encoding: {type(exc).__name__}: {exc}")
+        return Outcome(unknown_kind="error",
+                       reason=f"internal error in the {kind} encoding: {type(exc).__name__}: {exc}")
 
 
 def _combine(results: dict[str, Outcome]) -> Outcome:
