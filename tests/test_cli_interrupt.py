@@ -93,3 +93,30 @@ def test_ctrl_c_twice_stops_at_once_with_one_line_and_exits_130(optimize, tmp_pa
     code, _ = optimize(0, "--resume", "latest")
     _, record, families = on_disk(tmp_path)
     assert code == 0 and families == ["identity (original hook)", "scripted #1", "scripted #2", "scripted #3"]
+
+
+def _main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("COLUMNS", "2000")
+    monkeypatch.setattr("sys.argv", ["swizzleperf", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+def test_ctrl_c_in_any_other_command_exits_130_without_a_traceback(monkeypatch, capsys):
+    def pressed(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while check loads the kernel
+
+    monkeypatch.setattr("swizzleperf.cli.kernel_commands.load_kernel", pressed)
+    code, out, err = _main(monkeypatch, capsys, "check", str(KERNEL))
+    assert code == 130 and "Aborted" not in out + err and "Traceback" not in out + err
+
+
+def test_usage_errors_and_version_keep_clicks_wording_and_exit_codes(monkeypatch, capsys):
+    code, out, err = _main(monkeypatch, capsys, "check", "--bogus")
+    assert code == 2 and "No such option: --bogus" in out + err
+    code, out, _ = _main(monkeypatch, capsys, "--version")
+    assert code == 0 and out.strip().startswith("swizzleperf ")
+    code, _, _ = _main(monkeypatch, capsys, "hw")
+    assert code == 0

@@ -56,12 +56,17 @@ BatchOpt = typer.Option(4, "--batch", min=1, help="proposals made from one snaps
                                                   "its own)")  # = optimize.DEFAULT_BATCH, not imported: it is heavy
 
 
-@app.callback()
-def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks instead of one-line errors"),
-          version: bool = typer.Option(False, "--version", help="print the version and exit")) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    """--version, eager: it runs while the options are parsed, before click asks for a command."""
+    if value:
         console.print(f"swizzleperf {__version__}")
         raise typer.Exit()
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks instead of one-line errors"),
+          version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
     _state["debug"] = debug or _debug_from_env()  # set on every invocation: one command's --debug is not the next's
 
 
@@ -108,7 +113,7 @@ def _executor(workers: int | None, ray: str | None):
 def main() -> None:
     _state["debug"] = _debug_from_env()
     try:
-        app()
+        app()  # typer turns Ctrl-C into exit status 130 (optimize says more: swizzleperf.session)
     except SwizzlePerfError as exc:
         if _state["debug"]:
             raise
