@@ -16,7 +16,8 @@ MAX_WORKERS = 4  # each worker imports torch, numba and triton (~1 GB); past 4 t
 
 
 def pytest_xdist_auto_num_workers(config):
-    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cores))
 
 
 @pytest.fixture(autouse=True)

@@ -170,6 +170,13 @@ def _reference(q, k, v, causal: bool) -> torch.Tensor:
 REMAP_HOOK = "swizzle"
 LOOP_ORDER_HOOK = "kv_order"  # checked (a permutation of the steps); not yet rewritten by optimize
 PERSISTENT = True  # `programs` resident programs (the launch grid) loop over grid()'s tiles
+def _both_orders(name: str, heads: int, seq: int, programs: int) -> dict[str, dict[str, int]]:
+    """A non-causal MHA shape at D = 128 twice: `name` scans cyclically, `name`_sawtooth in a sawtooth."""
+    shape = {"batch": 1, "heads": heads, "kv_heads": heads, "seq": seq, "head_dim": 128, "causal": 0,
+             "programs": programs}
+    return {name: {**shape, "sawtooth": 0}, f"{name}_sawtooth": {**shape, "sawtooth": 1}}
+
+
 SIZES = {
     # as kernels/attention.py's check sizes; 5 programs run 2-3 tiles each, forward and (sawtooth) back
     "tiny": {"batch": 1, "heads": 4, "kv_heads": 2, "seq": 300, "head_dim": 16, "causal": 1, "programs": 5,
@@ -177,19 +184,10 @@ SIZES = {
     "small": {"batch": 2, "heads": 4, "kv_heads": 4, "seq": 200, "head_dim": 32, "causal": 0, "programs": 5,
               "sawtooth": 0},
     # GB10 (48 SMs, 24 MB L2): one head's K/V is 8 MB at 16K (fits), 32 MB at 64K (does not)
-    "gb10_1x16k": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 16384, "head_dim": 128, "causal": 0,
-                   "programs": 48, "sawtooth": 0},
-    "gb10_1x16k_sawtooth": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 16384, "head_dim": 128, "causal": 0,
-                            "programs": 48, "sawtooth": 1},
-    "gb10_1x64k": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 65536, "head_dim": 128, "causal": 0,
-                   "programs": 48, "sawtooth": 0},
-    "gb10_1x64k_sawtooth": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 65536, "head_dim": 128, "causal": 0,
-                            "programs": 48, "sawtooth": 1},
-    # the H100 measurement of issue 16 (one program per SM), cyclic and sawtooth: GPU only
-    "h100_8x128k": {"batch": 1, "heads": 8, "kv_heads": 8, "seq": 131072, "head_dim": 128, "causal": 0,
-                    "programs": 132, "sawtooth": 0},
-    "h100_8x128k_sawtooth": {"batch": 1, "heads": 8, "kv_heads": 8, "seq": 131072, "head_dim": 128, "causal": 0,
-                             "programs": 132, "sawtooth": 1},
+    **_both_orders("gb10_1x16k", heads=1, seq=16384, programs=48),
+    **_both_orders("gb10_1x64k", heads=1, seq=65536, programs=48),
+    # the H100 measurement of issue 16 (one program per SM): GPU only
+    **_both_orders("h100_8x128k", heads=8, seq=131072, programs=132),
 }
 DEFAULT_SIZE = "small"
 CHECK_SIZES = ["tiny", "small"]

@@ -9,7 +9,6 @@ original hook mapped to that logical id.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +32,9 @@ from swizzleperf.sim.trace import Trace
 
 if TYPE_CHECKING:
     from swizzleperf.bounds.achievable import Achievable
+
+
+ONE_L2_NOTE = "achievable = ceiling: one shared L2, so every assignment of programs shares it"
 
 
 class SimProfiler:
@@ -112,13 +114,13 @@ class SimProfiler:
         contract already asks for: self-contained."""
         if remap_source.strip() == kernel.hook_source.strip():
             return kernel
-        text = kernel.with_hook(remap_source)
-        sha = hashlib.sha256(text.encode()).hexdigest()
-        path = (self.cache_dir or default_cache_dir()) / "persistent-candidates" / sha[:16] / kernel.path.name
+        candidate = dataclasses.replace(kernel, source=kernel.with_hook(remap_source))
+        copies = (self.cache_dir or default_cache_dir()) / "persistent-candidates"
+        path = copies / candidate.sha256[:16] / kernel.path.name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        return dataclasses.replace(kernel, path=path, source=text)
+            path.write_text(candidate.source)
+        return dataclasses.replace(candidate, path=path)
 
     def _profile_persistent(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
         """Capture the kernel with this remap in its loop and replay its programs in launch order."""
@@ -132,7 +134,7 @@ class SimProfiler:
                                          f"its tiles; captured with this remap in their loop"]
         if self.hw.num_domains == 1:
             report.achievable_pct = report.ceiling_pct
-            report.notes.append("achievable = ceiling: one shared L2, so every assignment of programs shares it")
+            report.notes.append(ONE_L2_NOTE)
         else:
             report.notes.append("achievable bound n/a for a persistent kernel: the partition assigns whole "
                                 "programs to dies, and here the remap decides which tiles a program runs")
@@ -167,7 +169,7 @@ class SimProfiler:
     def _compute_achievable(self, kernel: KernelFile, size: str,
                             ceiling_pct: float | None) -> tuple[float | None, str, Achievable | None]:
         if self.hw.num_domains == 1:
-            return ceiling_pct, "achievable = ceiling: one shared L2, so every assignment of programs shares it", None
+            return ceiling_pct, ONE_L2_NOTE, None
         from swizzleperf.bounds.achievable import achievable_bound
         from swizzleperf.bounds.partition import PartitionerMissing
 
