@@ -192,12 +192,21 @@ def _is_constexpr(arg: ast.arg) -> bool:
     return arg.annotation is not None and ast.unparse(arg.annotation).endswith("constexpr")
 
 
+def _declared_function(path: Path, tree: ast.Module, setting: str, name: str) -> ast.FunctionDef:
+    """The last top-level function `name` that the contract value `setting` names."""
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    if not defs:
+        raise _contract_error(path, f"{setting} = {name!r} but no top-level function {name}() is defined")
+    return defs[-1]
+
+
+def _is_called(tree: ast.Module, name: str) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(tree))
+
+
 def parse_hook(path: Path, tree: ast.Module, hook_name: str) -> tuple[HookSignature, tuple[int, int]]:
     """Find the hook in the file's syntax tree and read its signature."""
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == hook_name]
-    if not defs:
-        raise _contract_error(path, f"REMAP_HOOK = {hook_name!r} but no top-level function {hook_name}() is defined")
-    node = defs[-1]
+    node = _declared_function(path, tree, "REMAP_HOOK", hook_name)
     if not any(_is_triton_jit(d) for d in node.decorator_list):
         raise _contract_error(path, f"the remap hook {hook_name}() must be decorated with @triton.jit")
     args = node.args.args
@@ -211,9 +220,7 @@ def parse_hook(path: Path, tree: ast.Module, hook_name: str) -> tuple[HookSignat
     if len(constexprs) != 1:
         raise _contract_error(path, f"the remap hook must end with exactly one constexpr, the die count "
                                     f"(e.g. NUM_XCDS: tl.constexpr); got {len(constexprs)}")
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-             and n.func.id == hook_name]
-    if not calls:
+    if not _is_called(tree, hook_name):
         raise _contract_error(path, f"the remap hook {hook_name}() is never called; call it at the top of the kernel")
     signature = HookSignature(name=hook_name, pid=plain[0], grid_params=tuple(plain[1:]), constexprs=constexprs)
     return signature, source_text.function_span(node)
@@ -221,10 +228,7 @@ def parse_hook(path: Path, tree: ast.Module, hook_name: str) -> tuple[HookSignat
 
 def parse_loop_order_hook(path: Path, tree: ast.Module, name: str) -> tuple[LoopOrderSignature, tuple[int, int]]:
     """The LOOP_ORDER_HOOK function: @triton.jit, (step, n_steps, local_tile, one constexpr), called."""
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
-    if not defs:
-        raise _contract_error(path, f"LOOP_ORDER_HOOK = {name!r} but no top-level function {name}() is defined")
-    node = defs[-1]
+    node = _declared_function(path, tree, "LOOP_ORDER_HOOK", name)
     args = node.args.args
     shape_ok = (len(args) == 4 and not any(map(_is_constexpr, args[:3])) and _is_constexpr(args[3])
                 and not (node.args.vararg or node.args.kwarg or node.args.kwonlyargs or node.args.posonlyargs))
@@ -232,7 +236,7 @@ def parse_loop_order_hook(path: Path, tree: ast.Module, name: str) -> tuple[Loop
         raise _contract_error(path, f"the loop-order hook must be `@triton.jit def {name}(step, n_steps, local_tile, "
                                     f"NUM_XCDS: tl.constexpr)` (names your own); got {name}("
                                     f"{', '.join(a.arg for a in args)})")
-    if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(tree)):
+    if not _is_called(tree, name):
         raise _contract_error(path, f"the loop-order hook {name}() is never called; call it where the loop picks its "
                                     f"next block")
     signature = LoopOrderSignature(name, args[0].arg, args[1].arg, args[2].arg, (args[3].arg,))
