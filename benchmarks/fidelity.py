@@ -1,7 +1,7 @@
 """Does the simulator agree with real counters? Measure remaps on a GPU, simulate them, compare.
 
     python benchmarks/fidelity.py measure OUT.json [--kernels K ...]   # on an NVIDIA GPU with ncu
-    python benchmarks/fidelity.py compare OUT.json [--hardware h100]   # anywhere: simulate the same remaps
+    python benchmarks/fidelity.py compare OUT.json [--hardware h100] [--repeats OUT2.json ...]  # anywhere
 
 `measure` profiles every suite kernel at its default size (attention at mha64_4k) under the
 identity, the recorded best remap and the search space's family defaults (one ncu run per kernel,
@@ -66,53 +66,67 @@ def cmd_measure(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    import numpy as np
-
-    from swizzleperf.fidelity.compare import compare_kernel
+    from swizzleperf.fidelity.compare import averaged, compare_kernel, reproducibility, same_remaps
     from swizzleperf.fidelity.records import Measurement
     from swizzleperf.hardware import resolve
     from swizzleperf.kernel import load_kernel
 
     measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
+    repeats = [Measurement.model_validate_json(Path(p).read_text()) for p in args.repeats]
     hw, _ = resolve(args.hardware)
     print(f"measured: {measurement.device}, {measurement.tool}, --cache-control {measurement.cache_control}; "
           f"simulated: preset {hw.name} with each kernel's measured occupancy and L1 carve-out")
     print("read hit = the SMs' L2 read requests that did not miss (ncu: 1 - srcunit_tex op_read lookup misses / read "
           "sectors returned to the SMs, so requests merged before the lookup count as served; sim: 1 - L2 read misses "
           "/ L1 read misses); 'lookup' = the L2's own read lookup hit rate, which the simulator does not predict")
-    pooled, rows, ordered = [], [], [0.0, 0]
+    results = []
     for record in measurement.kernels:
         if record.error or (args.kernels and record.kernel not in args.kernels):
             continue
-        kernel = load_kernel(_kernel_path(record.kernel))
-        result = compare_kernel(kernel, record, hw)
-        print(f"\n{record.kernel} ({record.size}): {result.hardware.programs_per_cu} programs/SM, "
-              f"L1 {result.hardware.l1_bytes_per_cu // 1024} KB")
-        print(f"  {'remap':42s} {'lookup':>7s} {'ncu read':>9s} {'sim read':>9s} {'ceiling':>8s} {'ncu DRAM MB':>12s} "
-              f"{'sim DRAM MB':>12s}")
-        for r in result.remaps:
-            print(f"  {r.label[:42]:42s} {r.measured_lookup_pct:7.2f} {r.measured_read_pct:9.2f} "
-                  f"{r.predicted_read_pct:9.2f} {r.ceiling_pct:8.2f} "
-                  f"{r.measured_dram_bytes / 1e6:12.2f} {r.predicted_dram_bytes / 1e6:12.2f}")
-        rho = result.rank_correlation
-        agree, pairs = result.ordered_pairs()
-        print(f"  MAE {result.read_mae:.2f} points; rank corr {'n/a' if rho is None else f'{rho:.2f}'} "
-              f"(measured spread {result.measured_spread:.2f}); pairs apart by > 1 point ordered as measured: "
-              f"{agree:g}/{pairs}; DRAM mean |rel err| "
-              f"{100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max {result.worst_over_ceiling:+.2f}")
-        pooled += result.remaps
-        rows.append(result)
-        ordered = [a + b for a, b in zip(ordered, (agree, pairs))]
-    if pooled:
-        mae = np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in pooled])
-        lookup_mae = np.mean([abs(r.measured_lookup_pct - r.predicted_read_pct) for r in pooled])
-        dram = np.mean([abs(r.predicted_dram_bytes - r.measured_dram_bytes) / max(r.measured_dram_bytes, 1)
-                        for r in pooled])
-        print(f"\npooled over {len(pooled)} (kernel, remap) pairs: read hit MAE {mae:.2f} points, DRAM mean |rel err| "
-              f"{100 * dram:.1f}%, max measured - ceiling {max(r.worst_over_ceiling for r in rows):+.2f} points, "
-              f"pairs apart by > 1 point ordered as measured {ordered[0]:g}/{ordered[1]}; against the L2's own lookup "
-              f"hit rate the read hit MAE would be {lookup_mae:.2f}")
+        recordings = [record] + [k for m in repeats for k in m.kernels if not k.error and same_remaps(record, k)]
+        result = compare_kernel(load_kernel(_kernel_path(record.kernel)), averaged(recordings), hw)
+        _print_kernel(result, reproducibility(recordings) if len(recordings) > 1 else None)
+        results.append(result)
+    if results:
+        _print_pooled(results)
     return 0
+
+
+def _print_kernel(result, noise) -> None:
+    print(f"\n{result.kernel} ({result.size}): {result.hardware.programs_per_cu} programs/SM, "
+          f"L1 {result.hardware.l1_bytes_per_cu // 1024} KB")
+    if noise is not None:
+        rho = noise.worst_rank_correlation
+        print(f"  measured: the mean of {noise.recordings} recordings; between two of them the rank correlation "
+              f"is as low as {'n/a' if rho is None else f'{rho:.2f}'} and a remap's read hit rate moves by up to "
+              f"{noise.largest_difference:.2f} points")
+    print(f"  {'remap':42s} {'lookup':>7s} {'ncu read':>9s} {'sim read':>9s} {'ceiling':>8s} {'ncu DRAM MB':>12s} "
+          f"{'sim DRAM MB':>12s}")
+    for r in result.remaps:
+        print(f"  {r.label[:42]:42s} {r.measured_lookup_pct:7.2f} {r.measured_read_pct:9.2f} "
+              f"{r.predicted_read_pct:9.2f} {r.ceiling_pct:8.2f} "
+              f"{r.measured_dram_bytes / 1e6:12.2f} {r.predicted_dram_bytes / 1e6:12.2f}")
+    rho = result.rank_correlation
+    agree, pairs = result.ordered_pairs()
+    print(f"  MAE {result.read_mae:.2f} points; rank corr {'n/a' if rho is None else f'{rho:.2f}'} "
+          f"(measured spread {result.measured_spread:.2f}); pairs apart by > 1 point ordered as measured: "
+          f"{agree:g}/{pairs}; DRAM mean |rel err| "
+          f"{100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max {result.worst_over_ceiling:+.2f}")
+
+
+def _print_pooled(results) -> None:
+    import numpy as np
+
+    pooled = [r for result in results for r in result.remaps]
+    agree, pairs = (sum(column) for column in zip(*(result.ordered_pairs() for result in results)))
+    mae = np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in pooled])
+    lookup_mae = np.mean([abs(r.measured_lookup_pct - r.predicted_read_pct) for r in pooled])
+    dram = np.mean([abs(r.predicted_dram_bytes - r.measured_dram_bytes) / max(r.measured_dram_bytes, 1)
+                    for r in pooled])
+    print(f"\npooled over {len(pooled)} (kernel, remap) pairs: read hit MAE {mae:.2f} points, DRAM mean |rel err| "
+          f"{100 * dram:.1f}%, max measured - ceiling {max(r.worst_over_ceiling for r in results):+.2f} points, "
+          f"pairs apart by > 1 point ordered as measured {agree:g}/{pairs}; against the L2's own lookup "
+          f"hit rate the read hit MAE would be {lookup_mae:.2f}")
 
 
 def cmd_from_raw(args) -> int:
@@ -143,6 +157,8 @@ def main() -> int:
     c.add_argument("measurement")
     c.add_argument("--hardware", default="h100")
     c.add_argument("--kernels", nargs="*", default=[])
+    c.add_argument("--repeats", nargs="*", default=[], metavar="MEASUREMENT",
+                   help="more recordings of the same remaps: compared against the mean, with how much they disagree")
     r = sub.add_parser("from-raw", help="rebuild the measurement JSON from saved raw ncu CSVs")
     r.add_argument("raw_dir")
     r.add_argument("out")

@@ -183,11 +183,14 @@ _CDNA3 = dict(vendor="amd", num_domains=8, l2_bytes_per_domain=4 * MiB, line_byt
 # carve-out (ncu launch__shared_mem_config_size on an H100), which leaves 224 KB of L1.
 _HOPPER = dict(vendor="nvidia", num_domains=1, line_bytes=128, sector_bytes=32, l2_ways=16,
                dispatch=Dispatch(policy="in_order"), unified_l1_bytes_per_cu=256 * KiB, l1_bytes_per_cu=224 * KiB)
-# GH100 with 132 SMs (H100 SXM, H200): two L2 partitions; SM sides, scheduler order and the L1's associativity
-# as measured on an H100 (benchmarks/probe_l1.py: re-walking a random cycle of lines, the L1's hit curve from
-# 32 to 384 KB is closest to an 8-way LRU cache with a hashed index: mean error 0.06 of the hit fraction,
-# against 0.07 for 4 ways, 0.09 for 16 and 0.13 or more for random replacement)
-_GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"), l1_ways=8,
+# GH100 with 132 SMs (H100 SXM, H200): two L2 partitions; SM sides, scheduler order and the L1 as measured on an
+# H100. The L1's index is an unpublished hash (benchmarks/probe_l1.py): a random cycle of lines re-walked
+# conflicts like an 8-way cache with a random index (mean error 0.06 of the hit fraction; 16 ways: 0.08), but
+# lines at power-of-two strides (1 to 1024 lines apart) all hit up to 192 KB, which no random index gives, and
+# real tile loads miss only compulsorily (stencil2d: 337 sectors per program requested from L2, 336 compulsory).
+# Of the random-index models, 16 ways comes closest to the L1 -> L2 read requests ncu counted on 13 kernels
+# (mean error 1.4 %; 8 ways: 1.8 %, whose conflicts on stencil2d's tiles cost +7.5 %), so the model takes 16.
+_GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"), l1_ways=16,
                   dispatch=Dispatch(policy="in_order", first_wave=first_wave_sequence("h100")))
 
 PRESETS: dict[str, HardwareSpec] = {
@@ -207,8 +210,8 @@ PRESETS: dict[str, HardwareSpec] = {
                      source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 in two partitions, 128 B lines of four 32 B sectors, "
                             "256 KB L1/shared per SM (Hopper tuning guide, A100/H100 whitepapers); which SMs are near "
                             "which partition and the scheduler's SM order measured on an H100 "
-                            "(benchmarks/probe_l2_partitions.py); L1 8-way LRU as measured (benchmarks/probe_l1.py); "
-                            "L2 associativity unpublished, 16 assumed"),
+                            "(benchmarks/probe_l2_partitions.py); L1 hash-indexed 16-way LRU, chosen against measured "
+                            "L1 traffic (benchmarks/probe_l1.py); L2 associativity unpublished, 16 assumed"),
         HardwareSpec(name="h200", cus_per_domain=132, l2_bytes_per_domain=60 * MiB, next_level="HBM3e",
                      **{**_HOPPER, **_GH100_132},
                      source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "

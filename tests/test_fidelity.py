@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.fidelity.compare import (
-    KernelComparison, RemapComparison, hardware_for, measured_lookup_hit_pct, measured_read_hit_pct, measured_resources,
-    spearman)
+    KernelComparison, RemapComparison, averaged, hardware_for, measured_lookup_hit_pct, measured_read_hit_pct,
+    measured_resources, reproducibility, same_remaps, spearman)
 from swizzleperf.fidelity.measure import fidelity_remaps, kernel_record
 from swizzleperf.fidelity.records import Measurement
 from swizzleperf.hardware import PRESETS
@@ -114,3 +114,25 @@ def test_the_ncu_profiler_reports_the_read_hit_rate_from_real_counters():
     assert report.accesses == last[ncu.SM_READ_SECTORS] and report.hits == last[ncu.SM_READ_SECTORS] - last[ncu.READ_MISS]
     lookup = 100 * last[ncu.READ_HIT] / (last[ncu.READ_HIT] + last[ncu.READ_MISS])
     assert f"L2 lookup hit rate {lookup:.2f}%" in " ".join(report.notes)
+
+
+def test_repeated_recordings_are_averaged_and_their_own_disagreement_is_reported():
+    """gemm's eight good remaps measure within a point of each other, and ncu does not order them the same way
+    twice: no model can rank them better than the recordings rank each other."""
+    names = ("measured-h100-ncu2025.3.json", "repeat1-h100-ncu2025.3.json", "repeat2-h100-ncu2025.3.json")
+    recordings = [next(k for k in Measurement.model_validate_json((FIXTURES / n).read_text()).kernels
+                       if k.kernel == "gemm") for n in names]
+    assert all(same_remaps(recordings[0], r) for r in recordings)
+    mean = averaged(recordings)
+    misses = "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
+    # the identity's read misses were 21,510,464, 21,397,984 and 21,462,096 sectors of 70,778,880 requested
+    assert mean.remaps[0].metrics[misses] == 21_456_848
+    assert measured_read_hit_pct(mean.remaps[0].metrics) == pytest.approx(100 * (1 - 21_456_848 / 70_778_880))
+    # the first recording has a counter the repeats lack: left out of the mean rather than averaged over one
+    assert "lts__t_sectors_srcunit_tex_op_read.sum" in recordings[0].remaps[0].metrics
+    assert "lts__t_sectors_srcunit_tex_op_read.sum" not in mean.remaps[0].metrics
+    noise = reproducibility(recordings)
+    assert noise.recordings == 3
+    assert noise.worst_rank_correlation == pytest.approx(0.6606, abs=1e-4)
+    assert noise.largest_difference == pytest.approx(0.575, abs=1e-3)
+    assert not same_remaps(recordings[0], recordings[0].model_copy(update={"remaps": recordings[0].remaps[:-1]}))

@@ -123,6 +123,42 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
+@dataclass(frozen=True)
+class Reproducibility:
+    """How well a kernel's measurement agrees with itself across recordings: what no model can beat."""
+
+    recordings: int
+    worst_rank_correlation: float | None  # the lowest Spearman between two recordings' read hit rates
+    largest_difference: float             # points: the most one remap's read hit rate moved between recordings
+
+
+def same_remaps(a: MeasuredKernel, b: MeasuredKernel) -> bool:
+    return (a.kernel, a.size) == (b.kernel, b.size) and [r.label for r in a.remaps] == [r.label for r in b.remaps]
+
+
+def averaged(records: list[MeasuredKernel]) -> MeasuredKernel:
+    """One record whose counters are the mean of the recordings' (same kernel, size and remaps); a counter
+    that some recordings lack is left out."""
+    first = records[0]
+    assert all(same_remaps(first, r) for r in records), "recordings of different remaps cannot be averaged"
+    remaps = []
+    for i, remap in enumerate(first.remaps):
+        values = [r.remaps[i].metrics for r in records]
+        common = set.intersection(*(set(v) for v in values))
+        remaps.append(remap.model_copy(update={"metrics": {name: float(np.mean([v[name] for v in values]))
+                                                           for name in remap.metrics if name in common}}))
+    return first.model_copy(update={"remaps": remaps})
+
+
+def reproducibility(records: list[MeasuredKernel]) -> Reproducibility:
+    rates = [[measured_read_hit_pct(r.metrics) for r in record.remaps] for record in records]
+    pairs = [(a, b) for i, a in enumerate(rates) for b in rates[i + 1:]]
+    rhos = [rho for a, b in pairs if (rho := spearman(a, b)) is not None]
+    moved = [abs(x - y) for a, b in pairs for x, y in zip(a, b)]
+    return Reproducibility(recordings=len(records), worst_rank_correlation=min(rhos) if rhos else None,
+                           largest_difference=max(moved, default=0.0))
+
+
 def compare_kernel(kernel: KernelFile, record: MeasuredKernel, hw: HardwareSpec, profiler_factory=SimProfiler,
                    progress=None) -> KernelComparison:
     kernel_hw = hardware_for(record, hw)
