@@ -210,7 +210,7 @@ def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds,
     from swizzleperf.work import INTERPRETER_WORK, require_work
 
     try:
-        fn = static_check(remap_source, kernel.hook)
+        fn = static_check(kernel.remap_of(remap_source), kernel.hook)  # a loop order beside it: not counted
     except RemapRejected:
         return None
     try:

@@ -19,6 +19,7 @@ from swizzleperf.history import Attempt, Stage, StageResult, kernel_diff
 from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import Proposal
+from swizzleperf.schedules import candidate, loop_order
 from swizzleperf.untrusted import echo
 
 _DETAIL_CHARS = 2000  # a stage's detail is one sentence; this bounds one that quotes too much
@@ -27,6 +28,11 @@ _DETAIL_CHARS = 2000  # a stage's detail is one sentence; this bounds one that q
 def hook_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
     """Values of the hook's constexpr parameters: the die count."""
     return {name: hw.num_domains for name in kernel.hook.constexprs}
+
+
+def loop_order_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
+    """Values of the loop-order hook's constexpr parameters: the die count, as for the remap hook."""
+    return {name: hw.num_domains for name in kernel.loop_order.constexprs} if kernel.loop_order else {}
 
 
 class CandidateEvaluator:
@@ -98,14 +104,28 @@ class CandidateEvaluator:
             return False, "the proposer returned no code", None, None
         return True, "code extracted", None, None
 
+    def _parts(self, proposal: Proposal) -> candidate.Schedule:
+        return candidate.split(proposal.source, self.kernel.loop_order.name if self.kernel.loop_order else None)
+
     def _static(self, proposal: Proposal):
-        remap.static_check(proposal.source, self.kernel.hook)  # raises RemapRejected
-        return True, "parses, right signature, only allowed constructs", None, None
+        parts = self._parts(proposal)
+        remap.static_check(parts.remap, self.kernel.hook)  # raises RemapRejected
+        if parts.loop_order is None:
+            return True, "parses, right signature, only allowed constructs", None, None
+        loop_order.static_check_loop_order(parts.loop_order, self.kernel.loop_order)
+        return True, "both hooks parse, right signatures, only allowed constructs", None, None
 
     def _bijectivity(self, proposal: Proposal):
-        result = bijectivity.check_bijective(proposal.source, self.kernel.hook, self.grids,
-                                       hook_constants(self.kernel, self.hw))
-        return result.ok, result.message, result.model_dump(mode="json"), None
+        parts = self._parts(proposal)
+        constants = hook_constants(self.kernel, self.hw)
+        result = bijectivity.check_bijective(parts.remap, self.kernel.hook, self.grids, constants)
+        ok, detail, data = result.ok, result.message, result.model_dump(mode="json")
+        if ok and parts.loop_order is not None:  # the loop order: a permutation of the steps on every local tile
+            order = loop_order.check_loop_order(parts.loop_order, self.kernel.loop_order, [], self.hw.num_domains,
+                                                loop_order_constants(self.kernel, self.hw))
+            ok, detail = order.ok, f"remap: {detail}; loop order: {order.message}"
+            data["loop_order"] = order.model_dump(mode="json")
+        return ok, detail, data, None
 
     def _correctness(self, proposal: Proposal):
         result = correctness.check_correctness(self.kernel, proposal.source, sizes=self.correctness_sizes,

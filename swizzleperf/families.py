@@ -18,23 +18,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from swizzleperf.kernel import HookSignature
+from swizzleperf.kernel import HookSignature, LoopOrderSignature
+from swizzleperf.schedules import candidate
+from swizzleperf.schedules.loop_order import LOOP_ORDERS
 
 
 @dataclass(frozen=True)
 class FamilyInstance:
-    """One family with concrete parameters: a candidate the search proposer can render."""
+    """One family with concrete parameters: a candidate the search proposer can render; with `loop_order`
+    (a name in schedules.loop_order.LOOP_ORDERS) it rewrites the kernel's loop-order hook too."""
 
     family: str
     params: tuple[tuple[str, int], ...] = ()
+    loop_order: str | None = None
 
     @property
     def label(self) -> str:
         inner = ", ".join(f"{k}={v}" for k, v in self.params)
-        return f"{self.family}({inner})" if inner else self.family
+        remap = f"{self.family}({inner})" if inner else self.family
+        return remap if self.loop_order is None else f"{remap} + {self.loop_order}"
 
-    def render(self, hook: HookSignature) -> str:
-        return FAMILIES[self.family](hook, **dict(self.params))
+    def render(self, hook: HookSignature, loop_order_hook: LoopOrderSignature | None = None) -> str:
+        remap = FAMILIES[self.family](hook, **dict(self.params))
+        if self.loop_order is None:
+            return remap
+        if loop_order_hook is None:
+            raise ValueError(f"{self.label} rewrites a loop-order hook, and the kernel declares none")
+        return candidate.join(remap, LOOP_ORDERS[self.loop_order](loop_order_hook))
 
 
 def _header(hook: HookSignature, doc: str) -> list[str]:

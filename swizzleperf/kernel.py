@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from swizzleperf import source_text, user_errors
+from swizzleperf.schedules import candidate
 from swizzleperf.errors import ContractError
 
 CONTRACT = '''\
@@ -175,8 +176,20 @@ class KernelFile:
         return extents
 
     def with_hook(self, hook_source: str) -> str:
-        """The kernel file's text with the remap hook replaced by `hook_source`."""
-        return source_text.replace_lines(self.source, self.hook_lines, hook_source)
+        """The kernel file's text with the candidate in place: its remap for the remap hook and, where it
+        has one (`schedules.candidate`), its loop order for the loop-order hook."""
+        parts = candidate.split(hook_source, self.loop_order.name if self.loop_order else None)
+        spans = [(self.hook_lines, parts.remap)]
+        if parts.loop_order is not None:
+            spans.append((self.loop_order_lines, parts.loop_order))
+        text = self.source
+        for span, replacement in sorted(spans, key=lambda s: s[0], reverse=True):  # the later first: lines stay put
+            text = source_text.replace_lines(text, span, replacement)
+        return text
+
+    def remap_of(self, hook_source: str) -> str:
+        """The remap hook's part of a candidate (the whole of it for a kernel without a loop-order hook)."""
+        return candidate.split(hook_source, self.loop_order.name if self.loop_order else None).remap
 
 
 def _contract_error(path: Path, problem: str) -> ContractError:

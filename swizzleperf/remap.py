@@ -14,9 +14,8 @@ import ast
 from swizzleperf import untrusted
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
-from swizzleperf.untrusted import echo, show_int
+from swizzleperf.untrusted import MAX_SOURCE_CHARS, echo, show_int
 
-MAX_SOURCE_CHARS = 20_000
 MAX_NODES = 4_000
 MAX_DEPTH = 100  # syntax-tree nesting; keeps every recursive walk far from Python's recursion limit
 LOOP_TRIP_CAP = 64  # most loop-body executions per program, nested loops multiplied

@@ -20,6 +20,8 @@ from pathlib import Path
 from swizzleperf import source_text
 from swizzleperf.errors import ContractError, RemapRejected
 
+MAX_SOURCE_CHARS = 20_000  # a candidate's text: a remap (and a loop order) is a few lines
+
 MAX_FILE_BYTES = 256 * 1024  # a remap file may be a whole kernel file: the largest in kernels/ is 17 KB
 MAX_LITERAL_BITS = 256  # die counts and tile sizes; the evaluator's compile-time values stop at 2**256 too
 MAX_NESTING = 100  # brackets plus unary operators in a row, before parsing (remap.MAX_DEPTH bounds the tree)

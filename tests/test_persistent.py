@@ -11,7 +11,7 @@ from swizzleperf.kernel import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL = ROOT / "benchmarks" / "persistent" / "attention_persistent.py"
+KERNEL = ROOT / "kernels" / "attention_persistent.py"
 HOOK = "@triton.jit\ndef swizzle(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):\n    {}\n"
 # the kernel's own block-first order, written differently: the same tiles, so the same trace
 BLOCK_FIRST = HOOK.format("q = tile // (num_heads * batch_size)\n    return q, (tile // num_heads) % batch_size, "
@@ -58,7 +58,7 @@ def test_the_report_says_what_was_simulated_and_that_the_partition_bound_does_no
     _, _, _, reports, _ = profiled
     notes = " ".join(reports["head_first"].notes)
     assert "persistent kernel: 5 programs, each on one CU for all its tiles" in notes
-    assert "achievable bound n/a for a persistent kernel" in notes and reports["head_first"].achievable_pct is None
+    assert "achievable bound n/a for a candidate captured on its own" in notes and reports["head_first"].achievable_pct is None
 
 
 def test_the_contract_reads_the_loop_order_hook_and_refuses_a_wrong_shape(tmp_path):

@@ -1,26 +1,44 @@
-"""Persistent FA2 (cyclic and sawtooth K/V order) against kernels/attention.py: time on the local GPU.
+"""Persistent FA2 under each schedule against kernels/attention.py: time on the local GPU.
 
-    python benchmarks/persistent/bench_persistent.py [--shapes 8x16384:0 8x16384:1 32x4096:1]
+    python benchmarks/persistent/bench_persistent.py [--shapes 8x131072:0 8x16384:1 ...]
 
-A shape is HEADSxSEQ:CAUSAL (batch 1, MHA, D = 128, bf16). Printed per shape: do_bench median
-(ms) and p20-p80 of the non-persistent kernel, the persistent one with the cyclic order and with
-the sawtooth, and their ratios to the non-persistent kernel (the issue asks within 5 %).
+A shape is HEADSxSEQ:CAUSAL (batch 1, MHA, D = 128, bf16). The persistent kernel is built with each
+schedule in place (`KernelFile.with_hook`, as swizzleperf builds a candidate): block-first and
+head-first tiles, each with the cyclic and the sawtooth K/V order. Printed per shape: do_bench median
+(ms) and p20-p80 of kernels/attention.py (block-first, its own order) and of each schedule, with its
+speed-up over attention.py (the issue asks within 5 % for the same order).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
 import triton.testing
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "kernels"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attention import attention  # noqa: E402
-from attention_persistent import attention_persistent  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from swizzleperf.families import FamilyInstance  # noqa: E402
+from swizzleperf.kernel import import_module_from, load_kernel  # noqa: E402
+
+SCHEDULES = {"block-first cyclic": FamilyInstance("identity"),
+             "block-first sawtooth": FamilyInstance("identity", (), "sawtooth"),
+             "head-first cyclic": FamilyInstance("head_first"),
+             "head-first sawtooth": FamilyInstance("head_first", (), "sawtooth")}
+
+
+def built(out: Path) -> dict:
+    """Each schedule's `attention_persistent` function, from a copy of the kernel file with it in place."""
+    kernel = load_kernel(ROOT / "kernels" / "attention_persistent.py")
+    functions = {}
+    for i, (name, schedule) in enumerate(SCHEDULES.items()):
+        path = out / f"attention_persistent_{i}.py"
+        path.write_text(kernel.with_hook(schedule.render(kernel.hook, kernel.loop_order)))
+        functions[name] = import_module_from(path, f"attention_persistent_{i}").attention_persistent
+    return functions
 
 
 def timed(fn) -> tuple[float, float, float]:
@@ -30,10 +48,12 @@ def timed(fn) -> tuple[float, float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=["8x16384:0", "8x16384:1", "32x4096:1", "128x4096:0"])
-    parser.add_argument("--head-first", action="store_true",
-                        help="persistent tiles in head-first order (attention.py keeps its block-first order)")
+    parser.add_argument("--shapes", nargs="+", default=["8x131072:0", "8x16384:0", "8x16384:1", "128x4096:0"])
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "kernels"))
+    from attention import attention
+
+    schedules = built(Path(tempfile.mkdtemp(prefix="bench-persistent-")))
     print(f"{torch.cuda.get_device_name(0)}; bf16, D = 128, batch 1, MHA; do_bench median (p20-p80) ms")
     for shape in args.shapes:
         dims, causal = shape.split(":")
@@ -41,15 +61,15 @@ def main() -> int:
         causal = bool(int(causal))
         q, k, v = (torch.randn(1, heads, seq, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         base = timed(lambda: attention(q, k, v, causal))
-        cyclic = timed(lambda: attention_persistent(q, k, v, causal, head_first_order=args.head_first))
-        saw = timed(lambda: attention_persistent(q, k, v, causal, sawtooth_order=True, head_first_order=args.head_first))
-        torch.testing.assert_close(attention_persistent(q, k, v, causal, sawtooth_order=True).float(),
-                                   attention(q, k, v, causal).float(), atol=4e-3, rtol=8e-3)
-        line = f"{heads:4d} heads x {seq:6d} {'causal' if causal else 'full  '}: attention.py {base[0]:8.3f} " \
-               f"({base[1]:.3f}-{base[2]:.3f})"
-        for name, t in (("persistent cyclic", cyclic), ("sawtooth", saw)):
-            line += f" | {name} {t[0]:8.3f} ({t[1]:.3f}-{t[2]:.3f}) {base[0] / t[0]:.3f}x"
-        print(line, flush=True)
+        expected = attention(q, k, v, causal).float()
+        print(f"{heads} heads x {seq} {'causal' if causal else 'non-causal'}: attention.py {base[0]:.3f} "
+              f"({base[1]:.3f}-{base[2]:.3f})", flush=True)
+        for name, fn in schedules.items():
+            out = fn(q, k, v, causal)
+            assert not torch.isnan(out).any(), f"{name}: NaN"
+            torch.testing.assert_close(out.float(), expected, atol=4e-3, rtol=8e-3)
+            t = timed(lambda: fn(q, k, v, causal))
+            print(f"  {name:22s} {t[0]:9.3f} ({t[1]:.3f}-{t[2]:.3f})  {base[0] / t[0]:.3f}x attention.py", flush=True)
     return 0
 
 

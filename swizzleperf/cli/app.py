@@ -23,6 +23,7 @@ from rich.markup import escape
 from swizzleperf import __version__, source_text, untrusted
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
 from swizzleperf.kernel import KernelFile
+from swizzleperf.schedules import candidate
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Find program-id remaps (swizzles) that raise the L2 hit rate of Triton kernels.")
@@ -71,19 +72,29 @@ def _main(debug: bool = typer.Option(False, "--debug", help="show tracebacks ins
 
 
 def _remap_from_file(path: Path, kernel: KernelFile) -> str:
-    """The hook-named function from a file (a bare remap, or a whole kernel file), cut from the text the
+    """The candidate in a file (a bare remap, or a whole kernel file): the hook-named function, and the
+    loop-order hook's beside it where the kernel has one and the file defines it, cut from the text the
     parser read. Raises RemapRejected for a file no remap could be in (too large, not UTF-8, too deep)."""
     try:
         text = untrusted.read_file(path)
     except OSError as exc:
         raise ContractError(f"cannot read remap file {path}: {exc.strerror}") from exc
     tree = untrusted.parse(text, untrusted.MAX_FILE_BYTES)  # a syntax error is reported with the file's line
-    hooks = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == kernel.hook.name]
-    if len(hooks) > 1:
-        lines = ", ".join(str(source_text.function_span(node)[0]) for node in hooks)
-        raise RemapRejected("static", f"the file defines {kernel.hook.name}() {len(hooks)} times (lines {lines}); "
-                                      f"keep one")
-    return source_text.function_text(text, hooks[0]) if hooks else text
+    hooks = _defined(tree, kernel.hook.name)
+    if not hooks:
+        return text
+    orders = _defined(tree, kernel.loop_order.name) if kernel.loop_order else []
+    loop_order = source_text.function_text(text, orders[0]) if orders else None
+    return candidate.join(source_text.function_text(text, hooks[0]), loop_order)
+
+
+def _defined(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
+    """The top-level function `name` (a list of at most one; RemapRejected if the file defines it twice)."""
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+    if len(found) > 1:
+        lines = ", ".join(str(source_text.function_span(node)[0]) for node in found)
+        raise RemapRejected("static", f"the file defines {name}() {len(found)} times (lines {lines}); keep one")
+    return found
 
 
 def _progress():

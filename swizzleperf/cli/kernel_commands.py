@@ -105,10 +105,11 @@ def check(kernel_path: str = KernelArg,
 
 def _check_own_loop_order(kernel: KernelFile, spec: hardware.HardwareSpec) -> bool:
     """The kernel's LOOP_ORDER_HOOK: a permutation of the steps for every trip count (one line)."""
+    from swizzleperf.evaluate import loop_order_constants
     from swizzleperf.schedules.loop_order import check_loop_order
-    constexprs = {kernel.loop_order.constexprs[0]: spec.num_domains}
     try:
-        report = check_loop_order(kernel.loop_order_source, kernel.loop_order, [], spec.num_domains, constexprs)
+        report = check_loop_order(kernel.loop_order_source, kernel.loop_order, [], spec.num_domains,
+                                  loop_order_constants(kernel, spec))
     except RemapRejected as exc:
         console.print(f"[red]✗[/] loop order {kernel.loop_order.name}(): {exc.stage}: {escape(exc.reason)}")
         return False
@@ -194,16 +195,27 @@ def _print_set_index_spread(kernel: KernelFile, spec, size: str, remaps: list[tu
 
 
 def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: str) -> None:
-    """Static checks and bijectivity before a candidate is profiled (correctness: use `check`)."""
+    """Static checks and bijectivity (of its loop order too) before a candidate is profiled (correctness:
+    use `check`)."""
     from swizzleperf.bijectivity import bijectivity_grids, check_bijective
-    from swizzleperf.evaluate import hook_constants
+    from swizzleperf.evaluate import hook_constants, loop_order_constants
     from swizzleperf.remap import static_check
-    static_check(source, kernel.hook)
+    from swizzleperf.schedules import candidate
+    from swizzleperf.schedules.loop_order import check_loop_order, static_check_loop_order
+    parts = candidate.split(source, kernel.loop_order.name if kernel.loop_order else None)
+    static_check(parts.remap, kernel.hook)
     grids = bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
-    result = check_bijective(source, kernel.hook, grids, hook_constants(kernel, spec))
+    result = check_bijective(parts.remap, kernel.hook, grids, hook_constants(kernel, spec))
     if not result.ok:
         console.print(f"[red]✗ bijectivity[/]: {result.message}")
         raise typer.Exit(1)
+    if parts.loop_order is not None:
+        static_check_loop_order(parts.loop_order, kernel.loop_order)
+        order = check_loop_order(parts.loop_order, kernel.loop_order, [], spec.num_domains,
+                                 loop_order_constants(kernel, spec))
+        if not order.ok:
+            console.print(f"[red]✗ loop order[/]: {order.message}")
+            raise typer.Exit(1)
 
 
 def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None, path: Path) -> None:
@@ -214,7 +226,8 @@ def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None,
     grid, consts = kernel.grid(size), hook_constants(kernel, spec)
     panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts))]
     if remap is not None:
-        panels.append((remap.name, logical_ids(_remap_from_file(remap, kernel), kernel.hook, grid, consts)))
+        panels.append((remap.name, logical_ids(kernel.remap_of(_remap_from_file(remap, kernel)), kernel.hook, grid,
+                                               consts)))
     plot_tile_map(panels, slot_domains(int(panels[0][1].size), spec), grid, spec.num_domains, path)
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from swizzleperf import source_text, untrusted
 from swizzleperf.adapt import fit_signature, render_function
 from swizzleperf.errors import RemapRejected
-from swizzleperf.kernel import HookSignature
+from swizzleperf.kernel import HookSignature, LoopOrderSignature
+from swizzleperf.schedules import candidate
 
 # ChatAdapter's section marker `[[ ## name ## ]]`, tolerant of spacing.
 _FIELD_HEADER = re.compile(r"^\s*\[\[\s*##\s*(\w+)\s*##\s*\]\]\s*(.*)$")
@@ -180,10 +181,12 @@ def _helpers_called(node: ast.FunctionDef, tree: ast.Module) -> list[str]:
     return sorted(called & defined)
 
 
-def _from_tree(tree: ast.Module, lines: list[str], hook: HookSignature) -> Extraction:
+def _from_tree(tree: ast.Module, lines: list[str], hook: HookSignature,
+               loop_order: LoopOrderSignature | None = None) -> Extraction:
     node, error, notes = _choose_function(tree, hook)
     if node is None:
         return _failure(error, hook)
+    order = _loop_order_text(tree, lines, node, loop_order)
     helpers = _helpers_called(node, tree)
     if helpers:
         return _failure(f"the remap function calls {', '.join(helpers)}() defined outside it; only the remap "
@@ -193,7 +196,22 @@ def _from_tree(tree: ast.Module, lines: list[str], hook: HookSignature) -> Extra
     if error:
         return _failure(error, hook)
     source, render_notes = render_function(node, lines, changed, old_name)
-    return Extraction(source=source, notes=tuple(notes + fit_notes + render_notes))
+    if order is not None:
+        notes.append(f"kept the loop-order function {loop_order.name}() beside the remap")
+    return Extraction(source=candidate.join(source, order), notes=tuple(notes + fit_notes + render_notes))
+
+
+def _loop_order_text(tree: ast.Module, lines: list[str], remap: ast.FunctionDef,
+                     loop_order: LoopOrderSignature | None) -> str | None:
+    """The kernel's loop-order hook where the answer defines it beside the remap (as written: its checks
+    come later, like the remap's), else None."""
+    if loop_order is None:
+        return None
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == loop_order.name and n is not remap]
+    if not found:
+        return None
+    start, end = source_text.function_span(found[-1])
+    return "\n".join(lines[start - 1:end]) + "\n"
 
 
 def _parsed(block: CodeBlock) -> list[tuple[ast.Module, list[str]]] | str:
@@ -211,7 +229,7 @@ def _parsed(block: CodeBlock) -> list[tuple[ast.Module, list[str]]] | str:
         return _parse_loose(block.text)
 
 
-def extract_hook(text: str, hook: HookSignature) -> Extraction:
+def extract_hook(text: str, hook: HookSignature, loop_order: LoopOrderSignature | None = None) -> Extraction:
     """The remap hook's source from a model's answer (a code field or the whole reply).
 
     The last block that defines a function is the answer: models quote the original function
@@ -224,13 +242,13 @@ def extract_hook(text: str, hook: HookSignature) -> Extraction:
     if len(text) > _MAX_ANSWER_CHARS:
         return _failure(f"the answer is {len(text):,} characters long; the limit is {_MAX_ANSWER_CHARS:,}", hook)
     try:
-        return _extract(text, hook)
+        return _extract(text, hook, loop_order)
     except Exception as exc:  # noqa: BLE001 -- e.g. a tree too large to print back
         return _failure(f"the code in the answer could not be read ({untrusted.echo(f'{type(exc).__name__}: {exc}')})",
                         hook)
 
 
-def _extract(text: str, hook: HookSignature) -> Extraction:
+def _extract(text: str, hook: HookSignature, loop_order: LoopOrderSignature | None) -> Extraction:
     for block in reversed(code_blocks(text)):
         if not _DEFINES_FUNCTION.search(block.text):
             continue
@@ -241,7 +259,7 @@ def _extract(text: str, hook: HookSignature) -> Extraction:
         if not trees:
             continue
         named = [t for t in trees if any(isinstance(n, ast.FunctionDef) and n.name == hook.name for n in t[0].body)]
-        result = _from_tree(*(named or trees)[-1], hook)
+        result = _from_tree(*(named or trees)[-1], hook, loop_order)
         if result.ok and not block.fenced:
             return Extraction(source=result.source, notes=("the code was not in a fenced block", *result.notes))
         return result

@@ -25,6 +25,7 @@ FILES = {
     "hardware_overload.md": "the long, uncurated architecture text of the hardware-overload baseline",
     "goal.md": "what the model is asked to achieve",
     "rules.md": "the rules on the remap function's shape and the allowed subset of Triton",
+    "loop_order.md": "for a kernel with a loop-order hook: what it is and how to rewrite it beside the remap",
 }
 
 

@@ -44,7 +44,8 @@ from swizzleperf.errors import ProfilerError
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.runner import (
-    child_env, find_tool, kernel_name_regex, launched_kernel_names, run_tool, runner_command, write_candidate)
+    child_env, expected_programs, find_tool, kernel_name_regex, launched_kernel_names, run_tool, runner_command,
+    write_candidate)
 from swizzleperf.profilers.timer import summarize_times
 from swizzleperf.report import BottleneckReport
 
@@ -326,4 +327,4 @@ class NcuProfiler:
                                 f"{', '.join(result.other_kernels) or 'none'})" + "".join(f"\n{e}" for e in errors)
                                 + fix)
         return ncu_report(result, hw=self.hw, kernel_name=kernel.name, size=size, iters=self.iters,
-                          cache_control=self.cache_control, expected_programs=prod(kernel.grid(size)))
+                          cache_control=self.cache_control, expected_programs=expected_programs(kernel, size))

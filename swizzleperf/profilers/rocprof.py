@@ -34,7 +34,6 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from math import prod
 from pathlib import Path
 from typing import Literal, Mapping
 
@@ -44,7 +43,7 @@ from swizzleperf.errors import ProfilerError
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.runner import (
-    L2State, child_env, find_tool, kernel_name_regex, launched_kernel_names, run_tool, runner_command,
+    L2State, child_env, expected_programs, find_tool, kernel_name_regex, launched_kernel_names, run_tool, runner_command,
     write_candidate)
 from swizzleperf.profilers.timer import summarize_times
 from swizzleperf.report import BottleneckReport, DomainStats
@@ -345,5 +344,5 @@ class RocprofV3Profiler:
                 shutil.copytree(outdir, self.raw_dir / f"{kernel.name}-{size}-rocprofv3", dirs_exist_ok=True)
             counters, num_xcc = read_output_dir(outdir, regex)
         return counters_report(counters, hw=self.hw, kernel_name=kernel.name, size=size, iters=self.iters,
-                               l2_state=self.l2, expected_programs=prod(kernel.grid(size)), num_xcc=num_xcc,
+                               l2_state=self.l2, expected_programs=expected_programs(kernel, size), num_xcc=num_xcc,
                                per_xcd=self.num_xcds if self.per_xcd else None)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import os
 import re
 import shlex
@@ -155,6 +156,12 @@ def write_candidate(kernel: KernelFile, remap_source: str, directory: Path) -> P
     path = directory / kernel.path.name
     path.write_text(kernel.with_hook(remap_source))
     return path
+
+
+def expected_programs(kernel: KernelFile, size: str) -> int | None:
+    """The programs a launch of this kernel has: the grid's, or None for a persistent kernel (its launch has
+    as many as fit the GPU, not one per tile), so a profiler's launch-size sanity check is skipped."""
+    return None if kernel.persistent else math.prod(kernel.grid(size))
 
 
 def child_env() -> dict[str, str]:

@@ -4,6 +4,10 @@ A remap never changes what a logical program accesses, only which launch slot (a
 die, and when) runs it. So a trace captured under the kernel's original hook is permuted, not
 re-captured: slot w runs logical program candidate(w), which was captured as the program the
 original hook mapped to that logical id.
+
+Two kinds of candidate change what a program loads, and are captured each on its own (in a child,
+from a copy of the kernel with the candidate in place): any remap of a persistent kernel (its
+programs call the hook in their loop) and any loop-order hook (it reorders a program's loads).
 """
 
 from __future__ import annotations
@@ -75,7 +79,8 @@ class SimProfiler:
 
     def logical_of_slot(self, kernel: KernelFile, remap_source: str, size: str) -> np.ndarray:
         """Per launch slot, the logical program (C-order linear index) the remap sends it."""
-        return logical_ids(remap_source, kernel.hook, kernel.grid(size), hook_constants(kernel, self.hw))
+        return logical_ids(kernel.remap_of(remap_source), kernel.hook, kernel.grid(size),
+                           hook_constants(kernel, self.hw))
 
     def captured_program(self, kernel: KernelFile, size: str) -> np.ndarray:
         """Per logical program, the index of the trace program that ran it (the original hook's launch slot)."""
@@ -91,8 +96,8 @@ class SimProfiler:
         return self.captured_program(kernel, size)[self.logical_of_slot(kernel, remap_source, size)]
 
     def profile(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
-        if kernel.persistent:
-            return self._profile_persistent(kernel, remap_source, size)
+        if kernel.persistent or kernel.remap_of(remap_source) != remap_source:  # the latter: a loop order too
+            return self._profile_captured(kernel, remap_source, size)
         trace = self.trace(kernel, size)
         hw, occupancy_note = self.kernel_hardware(kernel, size)
         report = simulate(trace, self.program_for_slot(kernel, remap_source, size), hw).to_report(kernel.name, size, hw)
@@ -106,13 +111,12 @@ class SimProfiler:
         return report
 
     def candidate_kernel(self, kernel: KernelFile, remap_source: str) -> KernelFile:
-        """A persistent kernel with `remap_source` as its hook, as a file of its own under the trace cache.
+        """The kernel with candidate `remap_source` in place, as a file of its own under the trace cache
+        (the kernel itself for its own remap and loop order).
 
-        A persistent kernel's programs call the hook in their loop, so the remap changes what each
-        program loads (not only where it runs): every candidate's trace is its own capture, made in a
-        child from this copy (the candidate is never imported here). The copy is what the kernel file
-        contract already asks for: self-contained."""
-        if remap_source.strip() == kernel.hook_source.strip():
+        Its trace is captured in a child from this copy (the candidate is never imported here). The
+        copy is what the kernel file contract already asks for: self-contained."""
+        if kernel.with_hook(remap_source) == kernel.with_hook(kernel.hook_source):
             return kernel
         candidate = dataclasses.replace(kernel, source=kernel.with_hook(remap_source))
         copies = (self.cache_dir or default_cache_dir()) / "persistent-candidates"
@@ -122,22 +126,24 @@ class SimProfiler:
             path.write_text(candidate.source)
         return dataclasses.replace(candidate, path=path)
 
-    def _profile_persistent(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
-        """Capture the kernel with this remap in its loop and replay its programs in launch order."""
+    def _profile_captured(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
+        """Capture the kernel with this candidate in place and replay its programs in launch order."""
         candidate = self.candidate_kernel(kernel, remap_source)
         trace = self.trace(candidate, size)
         if candidate is not kernel:  # one trace per candidate: keep the disk copy, not the memory
             self._traces.pop((candidate.sha256, size), None)
         hw, occupancy_note = self.kernel_hardware(kernel, size)
         report = simulate(trace, np.arange(trace.num_programs), hw).to_report(kernel.name, size, hw)
-        report.notes += [occupancy_note, f"persistent kernel: {trace.num_programs} programs, each on one CU for all "
-                                         f"its tiles; captured with this remap in their loop"]
+        what = (f"persistent kernel: {trace.num_programs} programs, each on one CU for all its tiles"
+                if kernel.persistent else f"{trace.num_programs} programs")
+        report.notes += [occupancy_note, f"{what}; captured with this candidate in place (its loop order too, if it "
+                                         f"has one)"]
         if self.hw.num_domains == 1:
             report.achievable_pct = report.ceiling_pct
             report.notes.append(ONE_L2_NOTE)
         else:
-            report.notes.append("achievable bound n/a for a persistent kernel: the partition assigns whole "
-                                "programs to dies, and here the remap decides which tiles a program runs")
+            report.notes.append("achievable bound n/a for a candidate captured on its own: the partition assigns "
+                                "whole programs to dies, and here the candidate decides what a program loads")
         return report
 
     def kernel_hardware(self, kernel: KernelFile, size: str) -> tuple[HardwareSpec, str]:

@@ -106,10 +106,14 @@ class LLMProposer:
 
     # --- pieces --------------------------------------------------------------------------------
     def rules(self, kernel: KernelFile) -> str:
-        hook = kernel.hook
-        return self.prompts.render("rules.md", signature=hook.render(), pid=hook.pid,
-                                   grid_params=", ".join(hook.grid_params), returns=returns_text(hook),
-                                   grid_sizes=grid_sizes(kernel))
+        hook, order = kernel.hook, kernel.loop_order
+        rules = self.prompts.render("rules.md", signature=hook.render(), pid=hook.pid,
+                                    grid_params=", ".join(hook.grid_params), returns=returns_text(hook),
+                                    grid_sizes=grid_sizes(kernel))
+        if order is None:
+            return rules
+        return rules + "\n\n" + self.prompts.render("loop_order.md", signature=order.render(), step=order.step,
+                                           n_steps=order.n_steps, local_tile=order.local_tile)
 
     def _ensure_memory_analysis(self, kernel: KernelFile, hardware: str, recorded: str | None) -> LLMUsage:
         """Run the memory-analysis call once per run; its usage goes on the first proposal.
@@ -139,7 +143,7 @@ class LLMProposer:
         # the raw answer's own code section, split where Python splits lines, is the code as written.
         code = split_fields(answer.raw, ["code"]).get("code") or _text(fields.get("code"))
         # Without a code field the whole answer is searched; its last function wins.
-        extraction = extract_hook(code if code else answer.raw, context.kernel.hook)
+        extraction = extract_hook(code if code else answer.raw, context.kernel.hook, context.kernel.loop_order)
         approach, why = _text(fields.get("approach")), _text(fields.get("why_better"))
         family = family_name(approach, context.iteration)
         rationale = _rationale(approach, why, fields.get("critique"), _text(fields.get("reasoning")), extraction,

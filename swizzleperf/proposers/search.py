@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 from swizzleperf.families import FamilyInstance
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf.kernel import HookSignature
+from swizzleperf.kernel import HookSignature, KernelFile, LoopOrderSignature
 from swizzleperf.proposers.base import AttemptView, Proposal, ProposalContext, batch_of
 from swizzleperf.remap import normalise
 
@@ -23,8 +24,20 @@ _VIRTUAL_DIES = (2, 4, 8, 16)  # on one shared L2 a "die" count is just a stride
 _HEAD_GROUPS = (1, 2, 4, 8)  # heads per attention cluster: 1 for MHA, the heads per K/V head for GQA
 
 
-def candidate_space(hook: HookSignature, hw: HardwareSpec) -> dict[str, list[FamilyInstance]]:
-    """Every instance the search may propose, grouped by family; the first of each is its default."""
+def candidate_space(hook: HookSignature, hw: HardwareSpec,
+                    loop_order: LoopOrderSignature | None = None) -> dict[str, list[FamilyInstance]]:
+    """Every instance the search may propose, grouped by family; the first of each is its default. With a
+    loop-order hook, every remap family also comes with the sawtooth order (a family of its own: `F +
+    sawtooth`), and the kernel's own remap with it (`identity + sawtooth`)."""
+    space = _remap_space(hook, hw)
+    if loop_order is None:
+        return space
+    combined = {f"{family} + sawtooth": [replace(i, loop_order="sawtooth") for i in instances]
+                for family, instances in space.items()}
+    return {**space, "identity + sawtooth": [FamilyInstance("identity", (), "sawtooth")], **combined}
+
+
+def _remap_space(hook: HookSignature, hw: HardwareSpec) -> dict[str, list[FamilyInstance]]:
     def inst(family: str, **params: int) -> FamilyInstance:
         return FamilyInstance(family, tuple(params.items()))
 
@@ -60,6 +73,11 @@ def candidate_space(hook: HookSignature, hw: HardwareSpec) -> dict[str, list[Fam
     return {}
 
 
+def render(instance: FamilyInstance, kernel: KernelFile) -> str:
+    """The instance as a candidate for this kernel (its remap, and its loop order where it has one)."""
+    return instance.render(kernel.hook, kernel.loop_order)
+
+
 def _distance(a: FamilyInstance, b: FamilyInstance) -> float:
     """How far apart two instances of one family are, on a log scale of their parameters."""
     pa, pb = dict(a.params), dict(b.params)
@@ -80,8 +98,8 @@ class SearchProposer:
         self.seed = seed
 
     def propose(self, context: ProposalContext) -> Proposal | None:
-        space = candidate_space(context.kernel.hook, context.hardware)
-        code = {i.label: normalise(i.render(context.kernel.hook)) for f in space.values() for i in f}
+        space = candidate_space(context.kernel.hook, context.hardware, context.kernel.loop_order)
+        code = {i.label: normalise(render(i, context.kernel)) for f in space.values() for i in f}
         scores = _scores_by_code(context.every_attempt)
 
         def tried(i: FamilyInstance) -> bool:
@@ -117,14 +135,14 @@ class SearchProposer:
     def refine(self, context: ProposalContext, anchor: FamilyInstance, why: str) -> Proposal | None:
         """The untried instance of `anchor`'s family nearest to it (the anchor itself first)."""
         space = candidate_space(context.kernel.hook, context.hardware).get(anchor.family, [])
-        untried = [i for i in space if normalise(i.render(context.kernel.hook)) not in context.seen_sources]
+        untried = [i for i in space if normalise(render(i, context.kernel)) not in context.seen_sources]
         if not untried:
             return None
         nearest = min(untried, key=lambda i: (_distance(i, anchor), space.index(i)))
         return self._proposal(nearest, context, why)
 
     def _proposal(self, instance: FamilyInstance, context: ProposalContext, why: str) -> Proposal:
-        return Proposal(source=instance.render(context.kernel.hook), family=instance.label, rationale=why,
+        return Proposal(source=render(instance, context.kernel), family=instance.label, rationale=why,
                         origin="search")
 
 

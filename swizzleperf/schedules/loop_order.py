@@ -20,7 +20,8 @@ from swizzleperf import untrusted
 from swizzleperf.bijectivity import BijectivityReport, bijectivity_grids, check_bijective
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import LoopOrderSignature
-from swizzleperf.remap import MAX_SOURCE_CHARS, check_signature
+from swizzleperf.remap import check_signature, static_check
+from swizzleperf.untrusted import MAX_SOURCE_CHARS
 
 LOCAL_TILES = tuple(range(8))
 
@@ -66,6 +67,32 @@ def bind_local_tile(source: str, signature: LoopOrderSignature, value: int) -> s
     bind = ast.Assign(targets=[ast.Name(signature.local_tile, ast.Store())], value=ast.Constant(int(value)))
     fn.body.insert(first, bind)
     return ast.unparse(ast.fix_missing_locations(module)) + "\n"
+
+
+def static_check_loop_order(source: str, signature: LoopOrderSignature) -> None:
+    """The remap's static subset for a loop-order hook (RemapRejected("static", why) outside it)."""
+    static_check(bind_local_tile(source, signature, 0), signature.over_steps())
+
+
+def cyclic(signature: LoopOrderSignature) -> str:
+    """Every tile scans its blocks forward: the usual FA2 loop."""
+    return _render(signature, "cyclic: every tile scans its blocks forward", f"return {signature.step}")
+
+
+def sawtooth(signature: LoopOrderSignature) -> str:
+    """Forward on even local tiles, backward on odd ones: each scan starts on the blocks the program's
+    previous scan ended on, which are still in the cache (Zhu, Pan, Ding: Sawtooth Wavefront Reordering)."""
+    step, n, tile = signature.step, signature.n_steps, signature.local_tile
+    return _render(signature, "sawtooth: forward on even local tiles, backward on odd ones (each scan starts "
+                              "where the last ended)",
+                   f"return tl.where({tile} % 2 == 0, {step}, {n} - 1 - {step})")
+
+
+def _render(signature: LoopOrderSignature, doc: str, body: str) -> str:
+    return f'@triton.jit\n{signature.render()}:\n    """{doc}"""\n    {body}\n'
+
+
+LOOP_ORDERS = {"cyclic": cyclic, "sawtooth": sawtooth}
 
 
 def check_loop_order(source: str, signature: LoopOrderSignature, trip_counts: list[int], num_domains: int,

@@ -1,10 +1,11 @@
-"""FlashAttention-2 forward, persistent: a fixed number of programs loop over the Q tiles (issue 16).
+"""FlashAttention-2 forward, persistent: a fixed number of programs loop over the Q tiles.
 
-A kernel file (the contract's PERSISTENT = True: `swizzleperf check/profile/optimize` take it; the
-simulator captures each candidate remap's own trace), not yet one of the suite: the loop-order hook
-`kv_order` is chosen by a size's `sawtooth` value, not yet rewritten by swizzleperf like the remap
-hook. `python benchmarks/persistent/attention_persistent.py` checks it on the CPU interpreter or the
-GPU; `benchmarks/persistent/bench_persistent.py` times it against kernels/attention.py.
+A kernel file with both hooks swizzleperf rewrites (PERSISTENT = True, LOOP_ORDER_HOOK): the remap
+hook `swizzle` decides which tiles each resident program runs, the loop-order hook `kv_order` in
+which order a tile scans K/V. `python kernels/attention_persistent.py` checks its own hooks on the
+CPU interpreter (or every size on a GPU); `swizzleperf check kernels/attention_persistent.py --remap
+benchmarks/persistent/head_first_sawtooth.py` checks head-first tiles with the sawtooth order, and
+`benchmarks/persistent/bench_persistent.py` times the orders against kernels/attention.py.
 
 Same math and layout as kernels/attention.py (q (B, H, S, D), k and v (B, H_KV, S, D), GQA when
 H_KV < H, causal or not, fp32 statistics). Program p of G runs tiles p, p + G, p + 2G, ... (its
@@ -34,22 +35,9 @@ def swizzle(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):
 
 
 @triton.jit
-def head_first(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):
-    """Tile slot -> (q_block, batch_index, head); head-first: a head's Q blocks are consecutive."""
-    per_head = num_q_blocks * batch_size
-    return tile % num_q_blocks, (tile // num_q_blocks) % batch_size, tile // per_head
-
-
-@triton.jit
 def kv_order(step, n_steps, local_tile, NUM_XCDS: tl.constexpr):
     """Step of a tile's K/V scan -> K/V block to fold in (a permutation of [0, n_steps)): cyclic."""
     return step
-
-
-@triton.jit
-def sawtooth(step, n_steps, local_tile, NUM_XCDS: tl.constexpr):
-    """Forward on even local tiles, backward on odd ones."""
-    return tl.where(local_tile % 2 == 0, step, n_steps - 1 - step)
 
 
 @triton.jit
@@ -74,7 +62,7 @@ def attention_persistent_kernel(
     stride_ob, stride_oh, stride_os, stride_od,
     batch_size, num_heads, heads_per_kv, seq_len, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-    SAWTOOTH: tl.constexpr, HEAD_FIRST: tl.constexpr, NUM_XCDS: tl.constexpr,
+    NUM_XCDS: tl.constexpr,
 ):
     pid, programs = tl.program_id(0), tl.num_programs(0)
     num_q_blocks = tl.cdiv(seq_len, BLOCK_M)
@@ -82,12 +70,7 @@ def attention_persistent_kernel(
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     for local in range(0, tl.cdiv(num_tiles - pid, programs)):
-        if HEAD_FIRST:
-            q_block, batch_index, head = head_first(pid + local * programs, num_q_blocks, batch_size, num_heads,
-                                                    NUM_XCDS)
-        else:
-            q_block, batch_index, head = swizzle(pid + local * programs, num_q_blocks, batch_size, num_heads,
-                                                 NUM_XCDS)
+        q_block, batch_index, head = swizzle(pid + local * programs, num_q_blocks, batch_size, num_heads, NUM_XCDS)
         kv_head = head // heads_per_kv
         offs_m = q_block * BLOCK_M + tl.arange(0, BLOCK_M)
         in_grid = (head < num_heads) & (batch_index < batch_size)
@@ -105,10 +88,7 @@ def attention_persistent_kernel(
             stop = tl.minimum((q_block + 1) * BLOCK_M, seq_len)
         n_steps = tl.where(in_grid, tl.cdiv(stop, BLOCK_N), 0)
         for step in range(0, n_steps):
-            if SAWTOOTH:
-                block = sawtooth(step, n_steps, local, NUM_XCDS)
-            else:
-                block = kv_order(step, n_steps, local, NUM_XCDS)
+            block = kv_order(step, n_steps, local, NUM_XCDS)
             cols = block * BLOCK_N + offs_n
             in_seq = cols < seq_len
             visible = in_seq[None, :]
@@ -138,8 +118,7 @@ def resident_programs(dim: int) -> int:
     return sms * (1 if dim >= 128 else 2)
 
 
-def attention_persistent(q, k, v, causal: bool, sawtooth_order: bool = False, programs: int | None = None,
-                         num_xcds: int = 8, out=None, head_first_order: bool = False):
+def attention_persistent(q, k, v, causal: bool, programs: int | None = None, num_xcds: int = 8, out=None):
     batch, heads, seq, dim = q.shape
     kv_heads = k.shape[1]
     assert k.shape == v.shape == (batch, kv_heads, seq, dim) and heads % kv_heads == 0
@@ -149,45 +128,59 @@ def attention_persistent(q, k, v, causal: bool, sawtooth_order: bool = False, pr
     attention_persistent_kernel[grid](
         q, k, v, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         batch, heads, heads // kv_heads, seq, math.log2(math.e) / math.sqrt(dim),
-        HEAD_DIM=dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal, SAWTOOTH=sawtooth_order,
-        HEAD_FIRST=head_first_order, NUM_XCDS=num_xcds,
+        HEAD_DIM=dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, CAUSAL=causal, NUM_XCDS=num_xcds,
         num_warps=8 if dim >= 64 else 4,
     )
     return o
 
 
+_REFERENCE_ROWS = 1024  # query rows per step: the score matrix stays below heads_per_kv x 1024 x S fp32
+
+
 def _reference(q, k, v, causal: bool) -> torch.Tensor:
-    group = q.shape[1] // k.shape[1]
-    k, v = (t.float().repeat_interleave(group, dim=1) for t in (k, v))
-    scores = (q.float() @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if causal:
-        seq = q.shape[2]
-        scores = scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
+    """fp32 softmax attention, one K/V head and 1024 query rows at a time (so 128K tokens fit a GPU)."""
+    q, k, v = q.float(), k.float(), v.float()
+    seq, group = q.shape[2], q.shape[1] // k.shape[1]
+    out = torch.empty_like(q)
+    for kv_head in range(k.shape[1]):
+        heads = slice(kv_head * group, (kv_head + 1) * group)
+        k_t = k[:, kv_head, None].transpose(-1, -2)
+        for start in range(0, seq, _REFERENCE_ROWS):
+            rows = torch.arange(start, min(seq, start + _REFERENCE_ROWS), device=q.device)
+            scores = (q[:, heads, rows] @ k_t) / math.sqrt(q.shape[-1])
+            if causal:
+                scores = scores.masked_fill(rows[:, None] < torch.arange(seq, device=q.device)[None, :], float("-inf"))
+            out[:, heads, rows] = torch.softmax(scores, dim=-1) @ v[:, kv_head, None]
+    return out
 
 
 # --- the kernel file contract (swizzleperf.kernel.CONTRACT) -----------------------------------
 REMAP_HOOK = "swizzle"
-LOOP_ORDER_HOOK = "kv_order"  # checked (a permutation of the steps); not yet rewritten by optimize
+LOOP_ORDER_HOOK = "kv_order"  # a permutation of the steps; the sawtooth is one (swizzleperf.schedules.loop_order)
 PERSISTENT = True  # `programs` resident programs (the launch grid) loop over grid()'s tiles
-def _both_orders(name: str, heads: int, seq: int, programs: int) -> dict[str, dict[str, int]]:
-    """A non-causal MHA shape at D = 128 twice: `name` scans cyclically, `name`_sawtooth in a sawtooth."""
-    shape = {"batch": 1, "heads": heads, "kv_heads": heads, "seq": seq, "head_dim": 128, "causal": 0,
-             "programs": programs}
-    return {name: {**shape, "sawtooth": 0}, f"{name}_sawtooth": {**shape, "sawtooth": 1}}
+
+
+def _mha(heads: int, seq: int, programs: int) -> dict[str, int]:
+    """A non-causal MHA shape at D = 128 in bf16, `programs` resident (one per SM or CU)."""
+    return {"batch": 1, "heads": heads, "kv_heads": heads, "seq": seq, "head_dim": 128, "causal": 0,
+            "programs": programs, "bf16": 1}
 
 
 SIZES = {
-    # as kernels/attention.py's check sizes; 5 programs run 2-3 tiles each, forward and (sawtooth) back
+    # as kernels/attention.py's check sizes; 5 programs run 2-3 tiles each (a sawtooth scans back on the 2nd)
     "tiny": {"batch": 1, "heads": 4, "kv_heads": 2, "seq": 300, "head_dim": 16, "causal": 1, "programs": 5,
-             "sawtooth": 1},
+             "bf16": 0},
     "small": {"batch": 2, "heads": 4, "kv_heads": 4, "seq": 200, "head_dim": 32, "causal": 0, "programs": 5,
-              "sawtooth": 0},
+              "bf16": 0},
     # GB10 (48 SMs, 24 MB L2): one head's K/V is 8 MB at 16K (fits), 32 MB at 64K (does not)
-    **_both_orders("gb10_1x16k", heads=1, seq=16384, programs=48),
-    **_both_orders("gb10_1x64k", heads=1, seq=65536, programs=48),
-    # the H100 measurement of issue 16 (one program per SM): GPU only
-    **_both_orders("h100_8x128k", heads=8, seq=131072, programs=132),
+    "gb10_1x16k": _mha(1, 16384, 48),
+    "gb10_1x64k": _mha(1, 65536, 48),
+    # H100 (132 SMs, 50 MB L2): one head's K/V is 64 MB at 128K. One head is the largest shape the
+    # simulator takes here (1.07 G line accesses); eight is the shape of issue 16: GPU only
+    "h100_1x128k": _mha(1, 131072, 132),
+    "h100_8x128k": _mha(8, 131072, 132),
+    # a causal scan at D = 128 on the GPU (a backward causal scan starts on fully masked rows): GPU only
+    "gpu_causal_8x4k": {**_mha(8, 4096, 132), "causal": 1},
 }
 DEFAULT_SIZE = "small"
 CHECK_SIZES = ["tiny", "small"]
@@ -203,43 +196,30 @@ def make_inputs(size: dict, seed: int, device: str) -> dict[str, torch.Tensor]:
     gen = torch.Generator(device="cpu").manual_seed(seed)
     b, h, h_kv, s, d = size["batch"], size["heads"], size["kv_heads"], size["seq"], size["head_dim"]
     shapes = {"q": (b, h, s, d), "k": (b, h_kv, s, d), "v": (b, h_kv, s, d)}
-    return {name: torch.randn(shape, generator=gen).to(torch.float16).to(device) for name, shape in shapes.items()}
+    dtype = torch.bfloat16 if size["bf16"] else torch.float16
+    return {name: torch.randn(shape, generator=gen).to(dtype).to(device) for name, shape in shapes.items()}
 
 
 def make_outputs(size: dict, device: str) -> dict[str, torch.Tensor]:
     shape = (size["batch"], size["heads"], size["seq"], size["head_dim"])
-    return {"o": torch.empty(shape, device=device, dtype=torch.float16)}
+    return {"o": torch.empty(shape, device=device, dtype=torch.bfloat16 if size["bf16"] else torch.float16)}
 
 
 def launch(inputs: dict, outputs: dict, size: dict, num_xcds: int) -> None:
-    attention_persistent(inputs["q"], inputs["k"], inputs["v"], bool(size["causal"]),
-                         sawtooth_order=bool(size["sawtooth"]), programs=size["programs"], num_xcds=num_xcds,
-                         out=outputs["o"])
+    attention_persistent(inputs["q"], inputs["k"], inputs["v"], bool(size["causal"]), programs=size["programs"],
+                         num_xcds=num_xcds, out=outputs["o"])
 
 
 def reference(inputs: dict, size: dict) -> dict[str, torch.Tensor]:
-    return {"o": _reference(inputs["q"], inputs["k"], inputs["v"], bool(size["causal"])).to(torch.float16)}
+    return {"o": _reference(inputs["q"], inputs["k"], inputs["v"], bool(size["causal"])).to(inputs["q"].dtype)}
 
 
-CHECKS = [  # (batch, heads, kv_heads, seq, head_dim, causal): ragged, GQA, causal and not
-    (1, 4, 2, 300, 16, True), (2, 4, 4, 200, 32, False), (1, 2, 1, 257, 16, True),
-]
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # the kernel's own hooks; other orders: `swizzleperf check --remap FILE`
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.float16
-    checks = CHECKS + ([(1, 8, 8, 4096, 128, True), (1, 8, 8, 4096, 128, False)] if device == "cuda" else [])
-    for batch, heads, kv_heads, seq, dim, causal in checks:
-        gen = torch.Generator().manual_seed(0)
-        q, k, v = (torch.randn(batch, h, seq, dim, generator=gen).to(dtype).to(device)
-                   for h in (heads, kv_heads, kv_heads))
-        expected = _reference(q, k, v, causal)
-        for order, head_first_order in ((False, False), (True, False), (True, True)):
-            o = attention_persistent(q, k, v, causal, sawtooth_order=order, head_first_order=head_first_order,
-                                     programs=None if device == "cuda" else 5)
-            error = (o.float() - expected).abs().max().item()
-            assert not torch.isnan(o).any(), "NaN in the output"
-            torch.testing.assert_close(o.float(), expected, atol=4e-3, rtol=8e-3)
-            print(f"B={batch} H={heads} H_KV={kv_heads} S={seq} D={dim} causal={causal} "
-                  f"{'sawtooth' if order else 'cyclic'}{', head-first' if head_first_order else ''}: ok "
-                  f"(max abs error {error:.1e})")
+    for name in CHECK_SIZES if device == "cpu" else SIZES:
+        size = SIZES[name]
+        inputs, outputs = make_inputs(size, 0, device), make_outputs(size, device)
+        launch(inputs, outputs, size, num_xcds=8)
+        assert not torch.isnan(outputs["o"]).any(), f"{name}: NaN in the output"
+        torch.testing.assert_close(outputs["o"].float(), reference(inputs, size)["o"].float(), **TOLERANCE)
+        print(f"attention_persistent {name}: ok")
