@@ -176,6 +176,8 @@ def write_all(run: RunDir, kernel: KernelFile, history: History, achievable: np.
     if best is not None:
         write_best(run, kernel, best)
         grid = kernel.grid(run.record.size)
-        best_ids = logical_ids(best.source, kernel.hook, grid, hook_constants(kernel, run.record.hardware))
-        grouping = grouping_sentence(best_ids, grid, run.record.hardware)
+        if not kernel.persistent:  # its slots are tiles, not programs: where a slot runs is not the slot order's
+            best_ids = logical_ids(kernel.remap_of(best.source), kernel.hook, grid,
+                                   hook_constants(kernel, run.record.hardware))
+            grouping = grouping_sentence(best_ids, grid, run.record.hardware)
     write_report(run, history, write_pictures(run, kernel, history, best, best_ids, achievable), grouping)

@@ -119,3 +119,25 @@ def test_a_loop_order_candidate_is_captured_with_its_order_and_the_sawtooth_keep
     copies = list((profiler.cache_dir / "persistent-candidates").glob("*/attention_persistent.py"))
     assert len(copies) == 1 and "n_steps - 1 - step" in copies[0].read_text()
     assert any("captured with this candidate in place" in n for n in saw.notes)
+
+
+def test_optimize_finds_the_sawtooth_where_a_scan_outgrows_the_cache_and_writes_both_hooks(scans, tmp_path, monkeypatch):
+    from swizzleperf.cli import main
+
+    kernel, profiler, _, _ = scans
+    spec = tmp_path / "small-l2.json"
+    spec.write_text(profiler.hw.model_dump_json())
+    monkeypatch.setenv("SWIZZLEPERF_CACHE", str(profiler.cache_dir))
+    monkeypatch.setattr("sys.argv", ["swizzleperf", "optimize", str(kernel.path), "--size", "one_head", "--hardware",
+                                     str(spec), "-n", "7", "--patience", "7", "--workers", "1", "--no-library",
+                                     "--runs-dir", str(tmp_path / "runs")])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code in (0, None)
+    (run,) = (tmp_path / "runs").iterdir()
+    report = (run / "report.md").read_text()
+    best = report.split("**Best: `", 1)[1].split("`", 1)[0]
+    assert best.endswith("+ sawtooth"), report[:600]
+    applied = (run / "best" / kernel.path.name).read_text()
+    assert "n_steps - 1 - step" in applied and "def kv_order(" in applied
+    assert (run / "best" / "remap.py").read_text().count("def kv_order(") == 1

@@ -92,7 +92,8 @@ def validate_at(kernel: KernelFile, remap_source: str, size: str, hw: HardwareSp
     grid = kernel.grid(size)
     if device == "cpu" and size not in kernel.check_sizes:
         try:
-            report = check_bijective(remap_source, kernel.hook, [grid], hook_constants(kernel, hw), prove=False)
+            report = check_bijective(kernel.remap_of(remap_source), kernel.hook, [grid], hook_constants(kernel, hw),
+                                     prove=False)
         except RemapRejected as exc:
             return Validation(failure=str(exc), checked=f"static: {exc.reason}")
         checked = (f"bijectivity: {report.message}; correctness not run at {size} "

@@ -85,7 +85,7 @@ class HybridProposer:
         consts = hook_constants(kernel, hw)
         domains = slot_domains(int(np.prod(grid)), hw)
         # The LLM's code is untrusted: evaluated in a child. Family instances are our own code.
-        llm_order = logical_ids(source, kernel.hook, grid, consts)
+        llm_order = logical_ids(kernel.remap_of(source), kernel.hook, grid, consts)
         target = die_of_logical(llm_order, domains)
         strides = tuple(sorted({*_STRIDES, *grid[1:]}))
         best_score, best = -1.0, None
