@@ -179,6 +179,9 @@ SIZES = {
     # simulator takes here (1.07 G line accesses); eight is the shape of issue 16: GPU only
     "h100_1x128k": _mha(1, 131072, 132),
     "h100_8x128k": _mha(8, 131072, 132),
+    # MI300X (304 CUs, 4 MB of L2 per XCD): one head's K/V (4 MB at 8K tokens) exceeds a die's L2 past 8K;
+    # `swizzleperf sweep kernels/attention_persistent.py --like mi300x_8x16k` varies heads and tokens
+    "mi300x_8x16k": _mha(8, 16384, 304),
     # a causal scan at D = 128 on the GPU (a backward causal scan starts on fully masked rows): GPU only
     "gpu_causal_8x4k": {**_mha(8, 4096, 132), "causal": 1},
 }

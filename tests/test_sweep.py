@@ -11,9 +11,8 @@ from swizzleperf.hardware import PRESETS
 from swizzleperf.kernel import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.sweep import (
-    MAPPINGS, Shape, SweepGrid, SweepReport, check_sweepable, kernel_with_size, line_accesses, run_sweep, sweep_shape,
-    write_outputs,
-)
+    MAPPINGS, Shape, SweepGrid, SweepReport, check_sweepable, kernel_with_size, line_accesses, run_sweep, sweep_shape)
+from swizzleperf.sweep.output import write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "kernels" / "attention.py"
@@ -140,3 +139,28 @@ def test_like_takes_the_other_parameters_from_a_named_size(tmp_path, monkeypatch
     assert "Other parameters from size 'small': head_dim=32, causal=0, bf16=0" in (tmp_path / "out" / "sweep.md").read_text()
     with pytest.raises(ContractError, match="has no size 'nosuch'; declared: tiny, small, medium"):
         run_sweep(ATTENTION, SMALL_L2, "test spec", grid, like="nosuch")
+
+
+def test_a_kernel_with_a_loop_order_hook_is_swept_with_and_without_the_sawtooth(tmp_path, monkeypatch):
+    """One head of 1024 tokens, 2 programs of 4 tiles each, K/V of 64 KB behind a 32 KB L2: with every
+    mapping, the sawtooth finds blocks its previous scan left in the L2 and the cyclic order does not."""
+    from swizzleperf.hardware import Dispatch, HardwareSpec
+
+    monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
+    persistent = load_kernel(ROOT / "kernels" / "attention_persistent.py")
+    path = tmp_path / "kernel" / "attention_persistent.py"
+    path.parent.mkdir()
+    extra = '"two_programs": {"batch": 1, "heads": 1, "kv_heads": 1, "seq": 1024, "head_dim": 16, "causal": 0, ' \
+            '"programs": 2, "bf16": 0},\n'
+    path.write_text(persistent.source.replace("SIZES = {\n", "SIZES = {\n    " + extra))
+    hw = HardwareSpec(name="small-l2", vendor="nvidia", num_domains=1, cus_per_domain=2, l2_bytes_per_domain=32 * 1024,
+                      line_bytes=128, sector_bytes=32, l2_ways=16, dispatch=Dispatch(policy="in_order"),
+                      programs_per_cu=1)
+    report = run_sweep(path, hw, "test spec", SweepGrid(heads=(1,), seq=(1024,)), like="two_programs")
+    (cell,) = report.cells
+    assert report.mappings == [m.name for m in MAPPINGS] + [f"{m.name} + sawtooth" for m in MAPPINGS]
+    assert cell.families["swizzled head-first + sawtooth"] == "swizzled_head_first(group=1) + sawtooth"
+    for m in MAPPINGS:
+        assert cell.hit_pct[f"{m.name} + sawtooth"] > cell.hit_pct[m.name], m.name
+    markdown = write_outputs(report, tmp_path / "out")[0].read_text()
+    assert "| naive block-first + sawtooth % |" in markdown

@@ -337,7 +337,8 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
     """Simulate the four attention mappings (block-first or head-first, naive or swizzled) over a grid of
     shapes: table and heatmaps."""
     from swizzleperf.bench import find_kernels
-    from swizzleperf.sweep import SweepGrid, run_sweep_command
+    from swizzleperf.sweep import SweepGrid
+    from swizzleperf.sweep.output import run_sweep_command
     try:
         grid = SweepGrid.parse(heads=heads, seq=seq, batch=batch, kv_heads=kv_heads)
     except ValueError as exc:

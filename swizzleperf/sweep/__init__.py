@@ -3,7 +3,8 @@
 For each shape (batch, heads, K/V heads, sequence length) the simulator predicts the L2 hit
 rate of naive block-first (the kernel's identity), naive head-first, swizzled block-first and
 swizzled head-first, the swizzled two with one cluster per KV group (group = heads / K/V heads),
-beside the shape's ceiling. All numbers are predictions for the chosen hardware preset.
+beside the shape's ceiling; for a kernel with a loop-order hook (kernels/attention_persistent.py)
+each again with the sawtooth K/V order. All numbers are predictions for the chosen hardware preset.
 
 The kernel's SIZES are fixed in its file, and trace capture reloads the kernel from its path in
 a child process, so a size that only existed in a `KernelFile` in this process would never reach
@@ -30,9 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
-from rich.table import Table
 
-from swizzleperf import hardware
 from swizzleperf.errors import ContractError
 from swizzleperf.evaluate import worker_kernel
 from swizzleperf.executors import Executor, InProcess
@@ -50,14 +49,15 @@ _ELEMENT_BYTES = 2  # fp16 and bf16, the kernel's only input dtypes
 
 @dataclass(frozen=True)
 class Mapping:
-    """One of DESIGN.md's attention mappings, as a remap family."""
+    """One of DESIGN.md's attention mappings, as a remap family (and a loop order, where it has one)."""
 
     name: str
     family: str
     grouped: bool  # takes the cluster size: heads per KV group
+    loop_order: str | None = None
 
     def instance(self, group: int) -> FamilyInstance:
-        return FamilyInstance(self.family, (("group", group),) if self.grouped else ())
+        return FamilyInstance(self.family, (("group", group),) if self.grouped else (), self.loop_order)
 
 
 MAPPINGS: tuple[Mapping, ...] = (
@@ -66,6 +66,13 @@ MAPPINGS: tuple[Mapping, ...] = (
     Mapping("swizzled block-first", "swizzled_block_first", grouped=True),
     Mapping("swizzled head-first", "swizzled_head_first", grouped=True),
 )
+
+
+def mappings_for(kernel: KernelFile) -> tuple[Mapping, ...]:
+    """The four mappings, and with a loop-order hook each of them with the sawtooth K/V order too."""
+    if kernel.loop_order is None:
+        return MAPPINGS
+    return MAPPINGS + tuple(Mapping(f"{m.name} + sawtooth", m.family, m.grouped, "sawtooth") for m in MAPPINGS)
 
 
 # --- the grid of shapes ----------------------------------------------------------------------------
@@ -185,7 +192,7 @@ def line_accesses(kernel: KernelFile, size: dict[str, int], line_bytes: int) -> 
 # --- the sweep -------------------------------------------------------------------------------------
 
 class SweepCell(BaseModel):
-    """One shape: the four mappings' predicted hit rates, or why it was skipped."""
+    """One shape: the mappings' predicted hit rates, or why it was skipped."""
 
     model_config = ConfigDict(extra="forbid")
     shape: Shape
@@ -231,7 +238,7 @@ class SweepReport(BaseModel):
 
 def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: int, workdir: Path,
                 cache_dir: Path | None = None, base: dict[str, int] | None = None) -> SweepCell:
-    """Profile the four mappings at one shape (other parameters from `base`, default the kernel's
+    """Profile the mappings at one shape (other parameters from `base`, default the kernel's
     default size), or say why not."""
     from swizzleperf.profilers.sim import SimProfiler  # numba: only when a sweep runs
 
@@ -246,9 +253,9 @@ def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: 
     shaped = kernel_with_size(kernel, shape.name, values, workdir)
     profiler = SimProfiler(hw, cache_dir=cache_dir)  # one per shape: its trace is freed with it
     hits, families, ceiling = {}, {}, None
-    for mapping in MAPPINGS:
+    for mapping in mappings_for(kernel):
         instance = mapping.instance(shape.group)
-        report = profiler.profile(shaped, instance.render(shaped.hook), shape.name)
+        report = profiler.profile(shaped, instance.render(shaped.hook, shaped.loop_order), shape.name)
         hits[mapping.name], families[mapping.name], ceiling = report.hit_pct, instance.label, report.ceiling_pct
         accesses = report.trace_accesses
     return SweepCell(shape=shape, status="profiled", line_accesses=accesses, hit_pct=hits, families=families,
@@ -292,132 +299,6 @@ def run_sweep(kernel_path: Path, hw: HardwareSpec, hw_reason: str, grid: SweepGr
         created_at=datetime.now(timezone.utc), kernel=kernel.name, kernel_sha256=kernel.sha256, hardware=hw,
         hardware_reason=hw_reason, base_size=like, base_values=base, access_cap=access_cap,
         grid=grid,
-        mappings=[m.name for m in MAPPINGS], cells=[cells[s] for s in shapes],
+        mappings=[m.name for m in mappings_for(kernel)], cells=[cells[s] for s in shapes],
         total_seconds=time.perf_counter() - t0)
 
-
-# --- output ------------------------------------------------------------------------------------------
-
-COLUMNS = ("batch", "heads", "K/V heads", "seq", "group", "line accesses (M)",
-           *(f"{m.name} %" for m in MAPPINGS), "ceiling %", "best mapping", "note")
-
-
-def _row(cell: SweepCell) -> list[str]:
-    s = cell.shape
-    hits = [f"{cell.hit_pct[m.name]:.2f}" if m.name in cell.hit_pct else "" for m in MAPPINGS]
-    ceiling = "" if cell.ceiling_pct is None else f"{cell.ceiling_pct:.2f}"
-    note = f"skipped: {cell.reason}" if cell.status == "skipped" else ""
-    return [str(s.batch), str(s.heads), str(s.kv_heads), str(s.seq), str(s.group), f"{cell.line_accesses / 1e6:.2f}",
-            *hits, ceiling, " = ".join(cell.best_mappings()), note]
-
-
-def _base_text(report: SweepReport) -> str:
-    fixed = {k: v for k, v in report.base_values.items() if k not in ("batch", "heads", "kv_heads", "seq")}
-    return f"Other parameters from size '{report.base_size}': {', '.join(f'{k}={v}' for k, v in fixed.items())}"
-
-
-def to_markdown(report: SweepReport) -> str:
-    skipped = sum(c.status == "skipped" for c in report.cells)
-    lines = [
-        f"# Attention mappings on {report.hardware.name}: {report.kernel}",
-        "",
-        f"L2 read hit rates {report.label} (hardware: {report.hardware_reason}). {_base_text(report)}. "
-        f"The swizzled mappings pin one KV group (group = heads / K/V heads) per die. Shapes above "
-        f"{report.access_cap / 1e6:g} M line accesses are skipped ({skipped} of {len(report.cells)}). "
-        f"Wall time {report.total_seconds:.1f} s.",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---" for _ in COLUMNS) + "|",
-    ]
-    lines += ["| " + " | ".join(_row(c)) + " |" for c in report.cells]
-    return "\n".join(lines) + "\n\n![hit rate per mapping](sweep.png)\n"
-
-
-_SHORT = {"naive block-first": "block-first", "naive head-first": "head-first",
-          "swizzled block-first": "sw. block-first", "swizzled head-first": "sw. head-first"}
-
-
-def rich_table(report: SweepReport) -> Table:
-    """The table for a terminal: short headers, hit rates only."""
-    table = Table(title=f"{report.kernel} on {report.hardware.name}: L2 read hit rate, % ({report.label})",
-                  title_justify="left", caption_justify="left",
-                  caption=f"block-first, head-first: naive; sw.: swizzled, one KV group per die. {_base_text(report)}. "
-                          f"Wall time {report.total_seconds:.1f} s.")
-    for col in ("batch", "heads", "kv", "seq", "M acc.", *_SHORT.values(), "ceiling", "note"):
-        table.add_column(col, justify="left" if col == "note" else "right")
-    for cell in report.cells:
-        s = cell.shape
-        hits = [f"{cell.hit_pct[m.name]:.2f}" if m.name in cell.hit_pct else "" for m in MAPPINGS]
-        ceiling = "" if cell.ceiling_pct is None else f"{cell.ceiling_pct:.2f}"
-        note = "skipped: " + cell.reason if cell.reason else ""
-        table.add_row(str(s.batch), str(s.heads), str(s.kv_heads), str(s.seq), f"{cell.line_accesses / 1e6:.3g}",
-                      *hits, ceiling, note)
-    return table
-
-
-def plot_heatmaps(report: SweepReport, path: Path) -> Path:
-    """One heatmap per mapping and one of the ceiling (heads x seq), a row per (batch, K/V heads)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    grid = report.grid
-    by_shape = {c.shape: c for c in report.cells}
-    titles = [*report.mappings, "ceiling"]
-    panels = grid.panels()
-    width = 1.5 + len(titles) * max(1.9, 0.75 * len(grid.seq))
-    height = 0.9 + len(panels) * (1.0 + 0.4 * len(grid.heads))
-    fig, axes = plt.subplots(len(panels), len(titles), squeeze=False, dpi=110, figsize=(width, height),
-                             layout="constrained")
-    image = None
-    for row, (batch, kv) in enumerate(panels):
-        for col, title in enumerate(titles):
-            ax = axes[row][col]
-            values = np.full((len(grid.heads), len(grid.seq)), np.nan)
-            for i, heads in enumerate(grid.heads):
-                for j, seq in enumerate(grid.seq):
-                    cell = by_shape[Shape(batch=batch, heads=heads, kv_heads=heads if kv is None else kv, seq=seq)]
-                    value = cell.ceiling_pct if title == "ceiling" else cell.hit_pct.get(title)
-                    values[i, j] = np.nan if value is None else value
-                    ax.text(j, i, "skip" if value is None else f"{value:.0f}", ha="center", va="center", fontsize=7,
-                            color="#555555" if value is None else ("white" if value < 60 else "black"))
-            image = ax.imshow(np.ma.masked_invalid(values), vmin=0, vmax=100, cmap="viridis", aspect="auto")
-            ax.set_facecolor("#dddddd")
-            ax.set_xticks(range(len(grid.seq)), [str(s) for s in grid.seq], fontsize=7)
-            ax.set_yticks(range(len(grid.heads)), [str(h) for h in grid.heads], fontsize=7)
-            ax.set_title(title if row == 0 else "", fontsize=9)
-            ax.set_xlabel("seq" if row == len(panels) - 1 else "", fontsize=8)
-            ax.set_ylabel(f"heads\nbatch {batch}, {grid.kv_label(kv)}" if col == 0 else "", fontsize=7)
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="L2 read hit rate, %")
-    fig.suptitle(f"{report.kernel}: L2 read hit rate per mapping, {report.label}; grey: skipped", fontsize=10)
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
-def write_outputs(report: SweepReport, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "sweep.md", out / "sweep.json"]
-    paths[0].write_text(to_markdown(report))
-    paths[1].write_text(report.model_dump_json(indent=2) + "\n")
-    paths.append(plot_heatmaps(report, out / "sweep.png"))
-    return paths
-
-
-def run_sweep_command(kernel_path: Path, hardware_name: str | None, grid: SweepGrid, access_cap: int,
-                      out: Path | None, console: Console, like: str | None = None,
-                      executor: Executor | None = None) -> SweepReport:
-    """The CLI's sweep: run, print the table, write sweep.md/.json/.png."""
-    executor = executor or InProcess()
-    hw, hw_reason = hardware.resolve(hardware_name)
-    out = out or Path("runs") / f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    console.print(f"[bold]swizzleperf sweep[/] {kernel_path} on {hw.name} ({hw_reason}): "
-                  f"{len(grid.shapes())} shapes x {len(MAPPINGS)} mappings, simulator, cap {access_cap / 1e6:g} M "
-                  f"line accesses; {executor.describe()}")
-    report = run_sweep(kernel_path, hw, hw_reason, grid, access_cap, console, like=like, executor=executor)
-    console.print(rich_table(report))
-    paths = write_outputs(report, out)
-    console.print(f"wrote {', '.join(str(p) for p in paths)} (wall time {report.total_seconds:.1f} s)")
-    return report
