@@ -19,7 +19,7 @@ from swizzleperf.history import Attempt, Stage, StageResult, kernel_diff
 from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import Proposal
-from swizzleperf.schedules import candidate, loop_order
+from swizzleperf.schedules import loop_order
 from swizzleperf.untrusted import echo
 
 _DETAIL_CHARS = 2000  # a stage's detail is one sentence; this bounds one that quotes too much
@@ -104,11 +104,8 @@ class CandidateEvaluator:
             return False, "the proposer returned no code", None, None
         return True, "code extracted", None, None
 
-    def _parts(self, proposal: Proposal) -> candidate.Schedule:
-        return candidate.split(proposal.source, self.kernel.loop_order.name if self.kernel.loop_order else None)
-
     def _static(self, proposal: Proposal):
-        parts = self._parts(proposal)
+        parts = self.kernel.parts(proposal.source)
         remap.static_check(parts.remap, self.kernel.hook)  # raises RemapRejected
         if parts.loop_order is None:
             return True, "parses, right signature, only allowed constructs", None, None
@@ -116,7 +113,7 @@ class CandidateEvaluator:
         return True, "both hooks parse, right signatures, only allowed constructs", None, None
 
     def _bijectivity(self, proposal: Proposal):
-        parts = self._parts(proposal)
+        parts = self.kernel.parts(proposal.source)
         constants = hook_constants(self.kernel, self.hw)
         result = bijectivity.check_bijective(parts.remap, self.kernel.hook, self.grids, constants)
         ok, detail, data = result.ok, result.message, result.model_dump(mode="json")

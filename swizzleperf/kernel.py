@@ -18,8 +18,8 @@ from types import ModuleType
 from typing import Any, Callable
 
 from swizzleperf import source_text, user_errors
-from swizzleperf.schedules import candidate
 from swizzleperf.errors import ContractError
+from swizzleperf.schedules import candidate
 
 CONTRACT = '''\
 @triton.jit
@@ -178,7 +178,7 @@ class KernelFile:
     def with_hook(self, hook_source: str) -> str:
         """The kernel file's text with the candidate in place: its remap for the remap hook and, where it
         has one (`schedules.candidate`), its loop order for the loop-order hook."""
-        parts = candidate.split(hook_source, self.loop_order.name if self.loop_order else None)
+        parts = self.parts(hook_source)
         spans = [(self.hook_lines, parts.remap)]
         if parts.loop_order is not None:
             spans.append((self.loop_order_lines, parts.loop_order))
@@ -187,9 +187,13 @@ class KernelFile:
             text = source_text.replace_lines(text, span, replacement)
         return text
 
+    def parts(self, hook_source: str) -> candidate.Schedule:
+        """A candidate taken apart: its remap, and its loop order where it rewrites this kernel's."""
+        return candidate.split(hook_source, self.loop_order.name if self.loop_order else None)
+
     def remap_of(self, hook_source: str) -> str:
         """The remap hook's part of a candidate (the whole of it for a kernel without a loop-order hook)."""
-        return candidate.split(hook_source, self.loop_order.name if self.loop_order else None).remap
+        return self.parts(hook_source).remap
 
 
 def _contract_error(path: Path, problem: str) -> ContractError:

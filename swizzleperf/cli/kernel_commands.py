@@ -200,9 +200,8 @@ def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: s
     from swizzleperf.bijectivity import bijectivity_grids, check_bijective
     from swizzleperf.evaluate import hook_constants, loop_order_constants
     from swizzleperf.remap import static_check
-    from swizzleperf.schedules import candidate
     from swizzleperf.schedules.loop_order import check_loop_order, static_check_loop_order
-    parts = candidate.split(source, kernel.loop_order.name if kernel.loop_order else None)
+    parts = kernel.parts(source)
     static_check(parts.remap, kernel.hook)
     grids = bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
     result = check_bijective(parts.remap, kernel.hook, grids, hook_constants(kernel, spec))

@@ -96,7 +96,7 @@ class SimProfiler:
         return self.captured_program(kernel, size)[self.logical_of_slot(kernel, remap_source, size)]
 
     def profile(self, kernel: KernelFile, remap_source: str, size: str) -> BottleneckReport:
-        if kernel.persistent or kernel.remap_of(remap_source) != remap_source:  # the latter: a loop order too
+        if kernel.persistent or kernel.parts(remap_source).loop_order is not None:
             return self._profile_captured(kernel, remap_source, size)
         trace = self.trace(kernel, size)
         hw, occupancy_note = self.kernel_hardware(kernel, size)
