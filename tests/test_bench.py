@@ -184,7 +184,7 @@ def test_kernels_are_found_by_name_or_path_and_unknown_names_list_the_suite(tmp_
     assert find_kernels([str(kernels_dir / "gemm.py")], kernels_dir) == [kernels_dir / "gemm.py"]
     every = find_kernels([], kernels_dir)
     assert kernels_dir / "attention.py" in every and every == sorted(every)
-    with pytest.raises(ContractError, match=r"no kernel 'nosuch'.*has attention, blackscholes"):
+    with pytest.raises(ContractError, match=r"no kernel 'nosuch'.*has attention, attention_persistent, blackscholes"):
         find_kernels(["nosuch"], kernels_dir)
     with pytest.raises(ContractError, match="no kernel files in"):
         find_kernels([], tmp_path)
