@@ -9,6 +9,9 @@
 #      remap family with and without the sawtooth);
 #   5. do_bench of every schedule against kernels/attention.py (bench_persistent.py).
 # Usage:  OUT=dir [STEPS="1 2 3 4 5"] [SIZES="h100_1x128k h100_8x128k"] benchmarks/persistent/gpu_sawtooth.sh
+# The checks' children run `python -I` (isolated: PYTHONPATH is ignored), so swizzleperf and its
+# dependencies must be importable without it: installed, or named by a .pth file in site-packages
+# (on the lent H100: `printf '/tmp/site\n%s\n' "$PWD" > "$(python3 -c 'import site; print(site.getsitepackages()[0])')/sp.pth"`).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to the directory for the results}"
