@@ -18,6 +18,12 @@ cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
 python="${PYTHON:-python3}"
+if ! "$python" -I -c "import swizzleperf, pydantic" 2>/dev/null; then
+    echo "swizzleperf must be importable by an isolated interpreter (\`$python -I\`: it ignores PYTHONPATH), as the" \
+         "checks' children are: install it, or name the checkout (and any wheel directory) in a .pth file in" \
+         "$("$python" -c 'import site; print(site.getsitepackages()[0])')" >&2
+    exit 2
+fi
 kernel=kernels/attention_persistent.py
 mkdir -p "$OUT"
 "$python" - "$OUT" <<'PY'
