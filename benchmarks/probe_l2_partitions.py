@@ -14,7 +14,12 @@ flight per SM, latency read with %clock64 around each load, `.cg` so the L1 is b
 
 Also records where the block scheduler puts programs at a few occupancies (%smid and start time).
 
-    python benchmarks/probe_l2_partitions.py OUT.json
+  pressure  (`--pressure`) the same warmed chase with the regions at the front of an X MB buffer that
+         the warmer then streams to its end (X = 8 ... 48): whether the warmer's partition keeps its
+         copies of far-homed lines as long as its own home lines when the partitions fill (the
+         simulator assumes one LRU over both), read from which SMs still hit near, hit far or miss.
+
+    python benchmarks/probe_l2_partitions.py OUT.json [--pressure]
 """
 
 from __future__ import annotations
@@ -142,7 +147,50 @@ def placement(num_sms: int, num_warps: int, waves: int = 3) -> dict:
     return {"num_warps": num_warps, "smid": smids.tolist(), "start_ns": t.tolist()}
 
 
-def main(out: str) -> int:
+PRESSURE_MB = (8, 16, 20, 24, 28, 32, 40, 48)
+NEAR_BELOW, FAR_BELOW = 360, 600  # cycles: near hits ~290, far hits ~440, DRAM ~720 (this probe's cold/warmed runs)
+
+
+def pressure(num_sms: int, warmer: int = 0) -> dict:
+    """Per buffer size: each SM's chase latencies after `warmer` streamed the whole buffer (L2 flushed before)."""
+    chain, starts, _ = make_chain(num_sms)
+    runs = {}
+    for mb in PRESSURE_MB:
+        big = torch.zeros(mb * 2**20 // 4, dtype=torch.int32, device="cuda")
+        big[:chain.numel()] = chain
+        chase(big, starts, num_sms)  # compile and settle
+        flush_l2()
+        ok = warm(big, warmer, num_sms)
+        runs[str(mb)] = {"warmed": ok, **chase(big, starts, num_sms)}
+        runs[str(mb)].pop("ptx", None)
+    return runs
+
+
+def summarize_pressure(runs: dict, sides: list[int], warmer: int) -> None:
+    """Fractions of near hits / far hits / DRAM per side of the warmer, per buffer size."""
+    print(f"after SM {warmer} streamed X MB: fraction of each side's chase loads that hit near / far / went to DRAM")
+    for mb, run in runs.items():
+        cells = []
+        for side in (sides[warmer], 1 - sides[warmer]):
+            lat = [v for sm, row in enumerate(run["per_load"]) if sides[sm] == side for v in row]
+            near = sum(v < NEAR_BELOW for v in lat) / len(lat)
+            far = sum(NEAR_BELOW <= v < FAR_BELOW for v in lat) / len(lat)
+            cells.append(f"{near:.2f} / {far:.2f} / {1 - near - far:.2f}")
+        print(f"  {mb:>3} MB: warmer's side {cells[0]}   other side {cells[1]}")
+
+
+def main(out: str, pressure_only: bool = False) -> int:
+    if pressure_only:
+        sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+        from swizzleperf.measured_layouts import sm_partition
+        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+        runs = pressure(num_sms)
+        sides = list(sm_partition("h100"))
+        summarize_pressure(runs, sides, 0)
+        with open(out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(0), "num_sms": num_sms, "warmer": 0, "sides": sides,
+                       "near_below": NEAR_BELOW, "far_below": FAR_BELOW, "runs": runs}, f)
+        return 0
     props = torch.cuda.get_device_properties(0)
     num_sms = props.multi_processor_count
     chain, starts, orders = make_chain(num_sms)
@@ -168,4 +216,4 @@ def main(out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], pressure_only="--pressure" in sys.argv[2:]))
