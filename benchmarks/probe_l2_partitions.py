@@ -163,6 +163,9 @@ def pressure(num_sms: int, warmer: int = 0) -> dict:
         ok = warm(big, warmer, num_sms)
         runs[str(mb)] = {"warmed": ok, **chase(big, starts, num_sms)}
         runs[str(mb)].pop("ptx", None)
+        if mb == PRESSURE_MB[0]:  # the same chase again: does a far hit leave a near copy behind?
+            runs[f"{mb} again"] = {"warmed": ok, **chase(big, starts, num_sms)}
+            runs[f"{mb} again"].pop("ptx", None)
     return runs
 
 
@@ -176,7 +179,7 @@ def summarize_pressure(runs: dict, sides: list[int], warmer: int) -> None:
             near = sum(v < NEAR_BELOW for v in lat) / len(lat)
             far = sum(NEAR_BELOW <= v < FAR_BELOW for v in lat) / len(lat)
             cells.append(f"{near:.2f} / {far:.2f} / {1 - near - far:.2f}")
-        print(f"  {mb:>3} MB: warmer's side {cells[0]}   other side {cells[1]}")
+        print(f"  {mb:>9}: warmer's side {cells[0]}   other side {cells[1]}")
 
 
 def main(out: str, pressure_only: bool = False) -> int:
