@@ -3,6 +3,10 @@
     swizzleperf check kernels/attention_persistent.py --remap benchmarks/persistent/head_first_sawtooth.py
 """
 
+import triton
+import triton.language as tl
+
+
 @triton.jit
 def swizzle(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):
     """Naive head-first: all q blocks of one head consecutively, striped over the dies."""

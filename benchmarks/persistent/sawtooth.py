@@ -3,6 +3,10 @@
     swizzleperf profile kernels/attention_persistent.py --size gb10_1x64k --hardware gb10 --remap benchmarks/persistent/sawtooth.py
 """
 
+import triton
+import triton.language as tl
+
+
 @triton.jit
 def swizzle(tile, num_q_blocks, batch_size, num_heads, NUM_XCDS: tl.constexpr):
     """Identity (naive block-first): heads cycle fastest, then batch, q block slowest."""
