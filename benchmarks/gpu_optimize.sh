@@ -5,19 +5,10 @@
 #
 # Usage:  OUT=dir [KERNELS="softmax gemm"] [ITERATIONS=3] [SIZE=] [PER_KERNEL_TIMEOUT=280] \
 #             benchmarks/gpu_optimize.sh
-# Needs torch (CUDA), triton and ncu; swizzleperf is used from this checkout (no install).
+# Needs torch (CUDA), triton and ncu; swizzleperf from this checkout, importable by `python -I` (gpu_env.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-: "${OUT:?set OUT to the directory for the results}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET
-python="${PYTHON:-python3}"
-if ! "$python" -I -c "import swizzleperf, pydantic" 2>/dev/null; then
-    echo "swizzleperf must be importable by an isolated interpreter (\`$python -I\`: it ignores PYTHONPATH), as the" \
-         "checks' children are: install it, or name the checkout (and any wheel directory) in a .pth file in" \
-         "$("$python" -c 'import site; print(site.getsitepackages()[0])')" >&2
-    exit 2
-fi
+source benchmarks/gpu_env.sh
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import torch
 import triton
@@ -184,7 +185,7 @@ def summarize_pressure(runs: dict, sides: list[int], warmer: int) -> None:
 
 def main(out: str, pressure_only: bool = False) -> int:
     if pressure_only:
-        sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from swizzleperf.measured_layouts import sm_partition
         num_sms = torch.cuda.get_device_properties(0).multi_processor_count
         runs = pressure(num_sms)

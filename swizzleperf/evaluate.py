@@ -30,10 +30,6 @@ def hook_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
     return {name: hw.num_domains for name in kernel.hook.constexprs}
 
 
-def loop_order_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
-    """Values of the loop-order hook's constexpr parameters: the die count, as for the remap hook."""
-    return {name: hw.num_domains for name in kernel.loop_order.constexprs} if kernel.loop_order else {}
-
 
 class CandidateEvaluator:
     def __init__(self, kernel: KernelFile, hw: HardwareSpec, profiler: Profiler | None, size: str,
@@ -118,8 +114,7 @@ class CandidateEvaluator:
         result = bijectivity.check_bijective(parts.remap, self.kernel.hook, self.grids, constants)
         ok, detail, data = result.ok, result.message, result.model_dump(mode="json")
         if ok and parts.loop_order is not None:  # the loop order: a permutation of the steps on every local tile
-            order = loop_order.check_loop_order(parts.loop_order, self.kernel.loop_order, [], self.hw.num_domains,
-                                                loop_order_constants(self.kernel, self.hw))
+            order = loop_order.check_kernel_loop_order(parts.loop_order, self.kernel, self.hw.num_domains)
             ok, detail = order.ok, f"remap: {detail}; loop order: {order.message}"
             data["loop_order"] = order.model_dump(mode="json")
         return ok, detail, data, None

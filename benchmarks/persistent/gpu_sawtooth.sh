@@ -14,16 +14,7 @@
 # (on the lent H100: `printf '/tmp/site\n%s\n' "$PWD" > "$(python3 -c 'import site; print(site.getsitepackages()[0])')/sp.pth"`).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-: "${OUT:?set OUT to the directory for the results}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET
-python="${PYTHON:-python3}"
-if ! "$python" -I -c "import swizzleperf, pydantic" 2>/dev/null; then
-    echo "swizzleperf must be importable by an isolated interpreter (\`$python -I\`: it ignores PYTHONPATH), as the" \
-         "checks' children are: install it, or name the checkout (and any wheel directory) in a .pth file in" \
-         "$("$python" -c 'import site; print(site.getsitepackages()[0])')" >&2
-    exit 2
-fi
+source benchmarks/gpu_env.sh
 kernel=kernels/attention_persistent.py
 mkdir -p "$OUT"
 "$python" - "$OUT" <<'PY'

@@ -105,11 +105,9 @@ def check(kernel_path: str = KernelArg,
 
 def _check_own_loop_order(kernel: KernelFile, spec: hardware.HardwareSpec) -> bool:
     """The kernel's LOOP_ORDER_HOOK: a permutation of the steps for every trip count (one line)."""
-    from swizzleperf.evaluate import loop_order_constants
-    from swizzleperf.schedules.loop_order import check_loop_order
+    from swizzleperf.schedules.loop_order import check_kernel_loop_order
     try:
-        report = check_loop_order(kernel.loop_order_source, kernel.loop_order, [], spec.num_domains,
-                                  loop_order_constants(kernel, spec))
+        report = check_kernel_loop_order(kernel.loop_order_source, kernel, spec.num_domains)
     except RemapRejected as exc:
         console.print(f"[red]✗[/] loop order {kernel.loop_order.name}(): {exc.stage}: {escape(exc.reason)}")
         return False
@@ -198,9 +196,9 @@ def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: s
     """Static checks and bijectivity (of its loop order too) before a candidate is profiled (correctness:
     use `check`)."""
     from swizzleperf.bijectivity import bijectivity_grids, check_bijective
-    from swizzleperf.evaluate import hook_constants, loop_order_constants
+    from swizzleperf.evaluate import hook_constants
     from swizzleperf.remap import static_check
-    from swizzleperf.schedules.loop_order import check_loop_order, static_check_loop_order
+    from swizzleperf.schedules.loop_order import check_kernel_loop_order, static_check_loop_order
     parts = kernel.parts(source)
     static_check(parts.remap, kernel.hook)
     grids = bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
@@ -210,8 +208,7 @@ def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: s
         raise typer.Exit(1)
     if parts.loop_order is not None:
         static_check_loop_order(parts.loop_order, kernel.loop_order)
-        order = check_loop_order(parts.loop_order, kernel.loop_order, [], spec.num_domains,
-                                 loop_order_constants(kernel, spec))
+        order = check_kernel_loop_order(parts.loop_order, kernel, spec.num_domains)
         if not order.ok:
             console.print(f"[red]✗ loop order[/]: {order.message}")
             raise typer.Exit(1)

@@ -116,9 +116,10 @@ class SimProfiler:
 
         Its trace is captured in a child from this copy (the candidate is never imported here). The
         copy is what the kernel file contract already asks for: self-contained."""
-        if kernel.with_hook(remap_source) == kernel.with_hook(kernel.hook_source):
+        source = kernel.with_hook(remap_source)
+        if source == kernel.source:
             return kernel
-        candidate = dataclasses.replace(kernel, source=kernel.with_hook(remap_source))
+        candidate = dataclasses.replace(kernel, source=source)
         copies = (self.cache_dir or default_cache_dir()) / "persistent-candidates"
         path = copies / candidate.sha256[:16] / kernel.path.name
         if not path.exists():

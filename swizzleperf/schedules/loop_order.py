@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swizzleperf import untrusted
 from swizzleperf.bijectivity import BijectivityReport, bijectivity_grids, check_bijective
 from swizzleperf.errors import RemapRejected
-from swizzleperf.kernel import LoopOrderSignature
+from swizzleperf.kernel import KernelFile, LoopOrderSignature
 from swizzleperf.remap import check_signature, static_check
 from swizzleperf.untrusted import MAX_SOURCE_CHARS
 
@@ -93,6 +93,13 @@ def _render(signature: LoopOrderSignature, doc: str, body: str) -> str:
 
 
 LOOP_ORDERS = {"cyclic": cyclic, "sawtooth": sawtooth}
+
+
+def check_kernel_loop_order(source: str, kernel: KernelFile, num_domains: int) -> LoopOrderReport:
+    """`source` as `kernel`'s loop-order hook, on every local tile checked and every trip count (the sampled
+    ones and, by z3, all), its constexprs (the die count, as the remap's) set to `num_domains`."""
+    constexprs = {name: num_domains for name in kernel.loop_order.constexprs}
+    return check_loop_order(source, kernel.loop_order, [], num_domains, constexprs)
 
 
 def check_loop_order(source: str, signature: LoopOrderSignature, trip_counts: list[int], num_domains: int,

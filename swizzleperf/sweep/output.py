@@ -11,7 +11,7 @@ from rich.table import Table
 from swizzleperf import hardware
 from swizzleperf.executors import Executor, InProcess
 from swizzleperf.kernel import load_kernel
-from swizzleperf.sweep import Shape, SweepCell, SweepGrid, SweepReport, mappings_for, run_sweep
+from swizzleperf.sweep import MAPPINGS, Shape, SweepCell, SweepGrid, SweepReport, mappings_for, run_sweep
 
 
 def columns(report: SweepReport) -> tuple[str, ...]:
@@ -62,8 +62,9 @@ def rich_table(report: SweepReport) -> Table:
     """The table for a terminal: short headers, hit rates only."""
     table = Table(title=f"{report.kernel} on {report.hardware.name}: L2 read hit rate, % ({report.label})",
                   title_justify="left", caption_justify="left",
-                  caption=f"block-first, head-first: naive; sw.: swizzled, one KV group per die; +saw: with the sawtooth "
-                          f"K/V order. {_base_text(report)}. "
+                  caption=f"block-first, head-first: naive; sw.: swizzled, one KV group per die"
+                          f"{'; +saw: with the sawtooth K/V order' if len(report.mappings) > len(MAPPINGS) else ''}. "
+                          f"{_base_text(report)}. "
                           f"Wall time {report.total_seconds:.1f} s.")
     for col in ("batch", "heads", "kv", "seq", "M acc.", *map(_short, report.mappings), "ceiling", "note"):
         table.add_column(col, justify="left" if col == "note" else "right")
