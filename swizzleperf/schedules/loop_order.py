@@ -74,11 +74,6 @@ def static_check_loop_order(source: str, signature: LoopOrderSignature) -> None:
     static_check(bind_local_tile(source, signature, 0), signature.over_steps())
 
 
-def cyclic(signature: LoopOrderSignature) -> str:
-    """Every tile scans its blocks forward: the usual FA2 loop."""
-    return _render(signature, "cyclic: every tile scans its blocks forward", f"return {signature.step}")
-
-
 def sawtooth(signature: LoopOrderSignature) -> str:
     """Forward on even local tiles, backward on odd ones: each scan starts on the blocks the program's
     previous scan ended on, which are still in the cache (Zhu, Pan, Ding: Sawtooth Wavefront Reordering)."""
@@ -92,7 +87,7 @@ def _render(signature: LoopOrderSignature, doc: str, body: str) -> str:
     return f'@triton.jit\n{signature.render()}:\n    """{doc}"""\n    {body}\n'
 
 
-LOOP_ORDERS = {"cyclic": cyclic, "sawtooth": sawtooth}
+LOOP_ORDERS = {"sawtooth": sawtooth}  # beside the kernel's own order (cyclic in attention_persistent)
 
 
 def check_kernel_loop_order(source: str, kernel: KernelFile, num_domains: int) -> LoopOrderReport:
