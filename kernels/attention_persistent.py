@@ -11,13 +11,16 @@ Same math and layout as kernels/attention.py (q (B, H, S, D), k and v (B, H_KV, 
 H_KV < H, causal or not, fp32 statistics). Program p of G runs tiles p, p + G, p + 2G, ... (its
 local tiles 0, 1, 2, ...); the remap hook `swizzle` maps a tile slot to (q_block, batch, head) as
 the non-persistent kernel's hook maps a program id. The loop-order hook `kv_order` picks which K/V
-block a tile folds in at each step of its scan: the identity is the cyclic scan (forward every
-time); the sawtooth scans backward on odd local tiles, so a scan starts on the blocks the previous
-one just left in the L2 (Zhu, Pan, Ding, "Sawtooth Wavefront Reordering").
+block a tile folds in at each step of its scan over the blocks that need no mask (whole, and left of
+the diagonal when causal): the identity is the cyclic scan (forward every time); the sawtooth scans
+backward on odd local tiles, so a scan starts on the blocks the previous one just left in the L2
+(Zhu, Pan, Ding, "Sawtooth Wavefront Reordering"). The masked blocks (the diagonal, a partial last
+block) follow in forward order, as in kernels/attention.py, so the hot loop carries no mask.
 
-A backward causal scan starts at the diagonal block, where the first rows of the tile see no key
-at all: the online softmax's running maximum stays -inf there, and exp2(-inf - -inf) is NaN. The
-exponent's base is therefore 0 while a row's maximum is -inf (its p and its correction are then 0).
+A backward causal scan that started at the diagonal block would find the first rows of the tile
+with no key at all: the online softmax's running maximum stays -inf, and exp2(-inf - -inf) is NaN.
+Here the diagonal comes last, and every fold still takes an exponent base of 0 while a row's
+maximum is -inf (its p and its correction are then 0), whatever order a hook picks.
 """
 
 import math
@@ -41,14 +44,30 @@ def kv_order(step, n_steps, local_tile, NUM_XCDS: tl.constexpr):
 
 
 @triton.jit
-def _fold(acc, l_i, m_i, q, k, v, qk_scale, visible):
-    """One K/V block into the running (acc, l_i, m_i); scores where not `visible` are -inf."""
-    s = tl.where(visible, tl.dot(q, k), float("-inf"))
+def _fold(acc, l_i, m_i, q, k_ptrs, v_ptrs, cols, offs_m, seq_len, qk_scale, MASKED: tl.constexpr,
+          CAUSAL: tl.constexpr):
+    """One K/V block (keys `cols`) into the running (acc, l_i, m_i).
+
+    MASKED blocks may hold keys past the sequence or (CAUSAL) right of the diagonal; the others are
+    loaded and scored without a mask or a select, which the hot loop cannot afford.
+    """
+    if MASKED:
+        k = tl.load(k_ptrs, mask=cols[None, :] < seq_len, other=0.0)
+        visible = cols[None, :] < seq_len
+        if CAUSAL:
+            visible = visible & (offs_m[:, None] >= cols[None, :])
+        s = tl.where(visible, tl.dot(q, k), float("-inf"))
+    else:
+        s = tl.dot(q, tl.load(k_ptrs))
     m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
     base = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: p = 0, no NaN
     p = tl.math.exp2(s * qk_scale - base[:, None])
     alpha = tl.math.exp2(m_i - base)
     l_i = l_i * alpha + tl.sum(p, 1)
+    if MASKED:
+        v = tl.load(v_ptrs, mask=cols[:, None] < seq_len, other=0.0)
+    else:
+        v = tl.load(v_ptrs)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, l_i, m_new
 
@@ -83,24 +102,28 @@ def attention_persistent_kernel(
         acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
         l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
         m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
-        stop = seq_len  # keys [0, stop) are attended
+        # Keys [0, stop) are attended. Blocks [0, n_open) need no mask (whole, inside the sequence and,
+        # CAUSAL, left of the diagonal): the loop-order hook orders those. The masked rest (the
+        # diagonal blocks, a partial last block) follows in forward order, so every row has seen a
+        # key before its diagonal block, and the hot loop has no mask and no branch (a branch in
+        # the loop body stops Triton from pipelining the K/V loads: 35-40 % on an H100).
+        stop = seq_len
+        open_end = seq_len // BLOCK_N
         if CAUSAL:
             stop = tl.minimum((q_block + 1) * BLOCK_M, seq_len)
+            open_end = tl.minimum(q_block * BLOCK_M // BLOCK_N, open_end)
+        n_open = tl.where(in_grid, open_end, 0)
         n_steps = tl.where(in_grid, tl.cdiv(stop, BLOCK_N), 0)
-        for step in range(0, n_steps):
-            block = kv_order(step, n_steps, local, NUM_XCDS)
+        for step in range(0, n_open):
+            cols = kv_order(step, n_open, local, NUM_XCDS) * BLOCK_N + offs_n
+            acc, l_i, m_i = _fold(acc, l_i, m_i, q, k_base + cols[None, :] * stride_ks + offs_d[:, None] * stride_kd,
+                                  v_base + cols[:, None] * stride_vs + offs_d[None, :] * stride_vd, cols, offs_m,
+                                  seq_len, qk_scale, False, CAUSAL)
+        for block in range(n_open, n_steps):
             cols = block * BLOCK_N + offs_n
-            in_seq = cols < seq_len
-            visible = in_seq[None, :]
-            if CAUSAL:
-                visible = visible & (offs_m[:, None] >= cols[None, :])
-            # one masked path for every block (no branch on the block): a branch in the loop body
-            # stops Triton from pipelining the K/V loads, which cost 35-40 % on an H100
-            k = tl.load(k_base + cols[None, :] * stride_ks + offs_d[:, None] * stride_kd, mask=in_seq[None, :],
-                        other=0.0)
-            v = tl.load(v_base + cols[:, None] * stride_vs + offs_d[None, :] * stride_vd, mask=in_seq[:, None],
-                        other=0.0)
-            acc, l_i, m_i = _fold(acc, l_i, m_i, q, k, v, qk_scale, visible)
+            acc, l_i, m_i = _fold(acc, l_i, m_i, q, k_base + cols[None, :] * stride_ks + offs_d[:, None] * stride_kd,
+                                  v_base + cols[:, None] * stride_vs + offs_d[None, :] * stride_vd, cols, offs_m,
+                                  seq_len, qk_scale, True, CAUSAL)
         out = acc / l_i[:, None]
         o_base = o_ptr + batch_index.to(tl.int64) * stride_ob + head.to(tl.int64) * stride_oh
         tl.store(o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,

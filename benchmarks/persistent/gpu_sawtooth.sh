@@ -5,10 +5,11 @@
 #      causal ones included);
 #   3. ncu (`profile --profiler ncu`) of the cyclic and the sawtooth order at SIZES (default
 #      h100_1x128k: the largest shape the simulator takes here; h100_8x128k: the issue's);
-#   4. `optimize --profiler ncu` at the issue's shape with the offline search (it proposes every
-#      remap family with and without the sawtooth);
+#   4. `optimize --profiler ncu` at OPTIMIZE_SIZE (default h100_8x128k, the issue's shape) with the
+#      offline search (it proposes every remap family with and without the sawtooth);
 #   5. do_bench of every schedule against kernels/attention.py (bench_persistent.py).
-# Usage:  OUT=dir [STEPS="1 2 3 4 5"] [SIZES="h100_1x128k h100_8x128k"] benchmarks/persistent/gpu_sawtooth.sh
+# Usage:  OUT=dir [STEPS="1 2 3 4 5"] [SIZES="h100_1x128k h100_8x128k"] [OPTIMIZE_SIZE=h100_8x128k] \
+#             benchmarks/persistent/gpu_sawtooth.sh
 # The checks' children run `python -I` (isolated: PYTHONPATH is ignored), so swizzleperf and its
 # dependencies must be importable without it: installed, or named by a .pth file in site-packages
 # (on the lent H100: `printf '/tmp/site\n%s\n' "$PWD" > "$(python3 -c 'import site; print(site.getsitepackages()[0])')/sp.pth"`).
@@ -39,7 +40,7 @@ for step in ${STEPS:-1 2 3 4 5}; do
                "$python" -m swizzleperf profile $kernel --size "$size" --profiler ncu --remap "$remap" \
                    --json "$OUT/ncu-$size.json"
            done ;;
-        4) "$python" -m swizzleperf optimize $kernel --profiler ncu --size h100_8x128k -n 7 --patience 7 \
+        4) "$python" -m swizzleperf optimize $kernel --profiler ncu --size "${OPTIMIZE_SIZE:-h100_8x128k}" -n 7 --patience 7 \
                --no-library --runs-dir "$OUT/runs" ;;
         5) "$python" benchmarks/persistent/bench_persistent.py ;;
     esac 2>&1 | tee "$OUT/step$step.log"
