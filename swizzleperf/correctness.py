@@ -204,13 +204,18 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
 
 
 def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds, num_xcds: int) -> str | None:
-    """Why the hook is too much work for the CPU interpreter (swizzleperf.work), counted before it runs.
-    Only a hook inside the remap subset can be counted; anything else is the child's to judge, as before."""
+    """Why the candidate is too much work for the CPU interpreter (swizzleperf.work), counted before it runs.
+    Only hooks inside the remap subset can be counted; anything else is the child's to judge, as before."""
     from swizzleperf.remap import static_check
-    from swizzleperf.work import INTERPRETER_WORK, require_work
+    from swizzleperf.schedules.loop_order import bind_local_tile
+    from swizzleperf.work import INTERPRETER_WORK, LOOP_ORDER_CALL_WORK, per_program, require_work
 
     try:
-        fn = static_check(kernel.remap_of(remap_source), kernel.hook)  # a loop order beside it: not counted
+        parts = kernel.parts(remap_source)
+        fn = static_check(parts.remap, kernel.hook)
+        order = None
+        if parts.loop_order is not None and kernel.loop_order is not None:
+            order = static_check(bind_local_tile(parts.loop_order, kernel.loop_order, 0), kernel.loop_order.over_steps())
     except RemapRejected:
         return None
     try:
@@ -219,6 +224,11 @@ def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds,
                      "correctness", "the correctness runs in the CPU interpreter")
     except RemapRejected as exc:
         return exc.reason
+    per_call = per_program(order, {name: num_xcds for name in kernel.loop_order.constexprs}) if order else 0
+    if per_call > LOOP_ORDER_CALL_WORK:  # the kernel, not the hook, sets how often it runs: counted per call
+        return (f"counted work {per_call:,} node evaluations per call of the loop-order hook (it runs at every step "
+                f"of every tile) exceeds the budget of {LOOP_ORDER_CALL_WORK:,} a call: simplify the loop order "
+                f"(fewer operations, shorter loops)")
     return None
 
 

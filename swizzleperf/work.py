@@ -23,6 +23,10 @@ from swizzleperf.remap import LOOP_TRIP_CAP, hook_body, trip_count
 # (tens of microseconds per node; the families need a few thousand).
 BIJECTIVITY_WORK = 5_000_000_000
 INTERPRETER_WORK = 200_000
+# A loop-order hook runs at every K/V step of every tile, a count the kernel sets (attention_persistent's
+# check sizes make ~70 calls a seed), so it is bounded per call: the sawtooth needs 18 node evaluations,
+# and 1,000 a call keeps a check's loop orders within about the remaps' interpreter budget.
+LOOP_ORDER_CALL_WORK = 1_000
 
 
 def _trips(loop: ast.For, constexprs: dict[str, int]) -> int:

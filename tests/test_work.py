@@ -91,3 +91,29 @@ def test_every_family_instance_is_far_below_the_budgets_on_every_suite_kernel(pa
             per_program = work.per_program(static_check(instance.render(hook), hook), dies)
             assert per_program * programs * 4 < work.BIJECTIVITY_WORK, instance.label
             assert per_program * checked * 4 < work.INTERPRETER_WORK, instance.label
+
+
+def _loop_order(body: str) -> str:
+    """The persistent attention kernel's own remap with a loop-order hook of `body`."""
+    kernel = load_kernel(ROOT / "kernels/attention_persistent.py")
+    order = f"@triton.jit\n{kernel.loop_order.render()}:\n" + "\n".join("    " + line for line in body.splitlines())
+    return kernel.hook_source + "\n\n" + order + "\n"
+
+
+def test_a_loop_order_hook_is_counted_per_call_before_the_interpreter_runs_it(monkeypatch):
+    """It runs at every K/V step of every tile: 64 trips of 60 xors a call kept the child for minutes."""
+    kernel = load_kernel(ROOT / "kernels/attention_persistent.py")
+    heavy = _loop_order(f"acc = step\nfor i in range(64):\n    acc = ({_TERMS}) - ({_TERMS}) + acc\nreturn acc")
+    monkeypatch.setattr(correctness, "run_in_child", pytest.fail)  # never started
+    report = correctness.check_correctness(kernel, heavy, seeds=(0, 1), device="cpu")
+    assert not report.ok and report.failure.startswith("counted work ")
+    assert "node evaluations per call of the loop-order hook" in report.failure
+    assert f"exceeds the budget of {work.LOOP_ORDER_CALL_WORK:,} a call" in report.failure and "\n" not in report.failure
+
+
+def test_the_sawtooth_is_far_below_the_loop_order_budget():
+    from swizzleperf.schedules.loop_order import bind_local_tile, sawtooth
+
+    kernel = load_kernel(ROOT / "kernels/attention_persistent.py")
+    fn = static_check(bind_local_tile(sawtooth(kernel.loop_order), kernel.loop_order, 0), kernel.loop_order.over_steps())
+    assert work.per_program(fn, {"NUM_XCDS": 8}) * 10 < work.LOOP_ORDER_CALL_WORK
