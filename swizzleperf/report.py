@@ -123,6 +123,10 @@ class BottleneckReport(_ReadsItsOwnJSON):
     programs_per_cu: int | None = Field(None, description="resident programs per CU/SM used or measured")
     trace_accesses: int | None = Field(None, description="simulator: line accesses in the trace (loads and stores)")
     bytes_from_next_level: int | None = None
+    busiest_program_events: int | None = Field(
+        None, description="simulator, persistent kernels: the load and store instructions of the busiest resident "
+                          "program; a static schedule takes as long as its busiest program, so this is its time "
+                          "in the simulator's units")
     per_domain: list[DomainStats] = Field(default_factory=list)
     timing: Timing | None = None
     notes: list[str] = Field(default_factory=list, description="how the numbers were obtained")
@@ -177,4 +181,7 @@ class BottleneckReport(_ReadsItsOwnJSON):
             parts.append(f"{unit} fetched per die summed {per_die} vs {self.unique_lines} compulsory")
         if self.timing is not None:
             parts.append(f"time {self.timing.median_ms:.4f} ms [{self.timing.p20_ms:.4f}, {self.timing.p80_ms:.4f}]")
+        if self.busiest_program_events is not None:
+            parts.append(f"busiest program {self.busiest_program_events:,} loads and stores (the static schedule's "
+                         f"length)")
         return "; ".join(parts)

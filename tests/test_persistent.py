@@ -93,3 +93,41 @@ def test_check_refuses_a_kernel_whose_loop_order_skips_blocks(tmp_path, monkeypa
     assert ("✗ loop order kv_order(): with local_tile = 0: grid (2,): steps 0 and 1 both map to 0; logical 1 is "
             "never produced (1 of 2 logical ids missing)") in lines
     assert lines[-1] == "BROKEN KERNEL at loop order: its loop-order hook skips or repeats blocks; fix the kernel file"
+
+
+def test_every_report_gives_the_static_schedules_busiest_program(profiled):
+    """small: 16 tiles of 4 K/V steps (2 loads each) plus a Q load and an O store; program 0 runs 4 of them."""
+    _, _, _, reports, _ = profiled
+    for report in reports.values():
+        assert report.busiest_program_events == 4 * (4 * 2 + 2)
+        assert "static schedule: the busiest of the 5 programs issues 40 loads and stores" in " ".join(report.notes)
+
+
+def test_a_remap_that_deals_the_long_causal_tiles_to_one_program_ranks_after_the_kernels_own(tmp_path):
+    """Causal, 2 heads x 4 q blocks on 2 programs: q block q scans 2q + 2 blocks. Block-first gives each
+    program q blocks 0-3 (20 steps); head-first gives program 1 q blocks 1 and 3 of both heads (24 steps):
+    a higher hit rate, if any, does not make up for a schedule that ends with its busiest program."""
+    from datetime import datetime, timezone
+
+    from swizzleperf.history import Attempt, History, StageResult, measurably_slower
+
+    path = tmp_path / "attention_persistent.py"
+    path.write_text(KERNEL.read_text().replace("SIZES = {", 'SIZES = {\n    "causal_2x512": {"batch": 1, "heads": 2, '
+                                                            '"kv_heads": 2, "seq": 512, "head_dim": 16, "causal": 1, '
+                                                            '"programs": 2, "bf16": 0},', 1))
+    kernel = load_kernel(path)
+    profiler = SimProfiler(PRESETS["h100"], cache_dir=tmp_path / "traces")
+    reports = {name: profiler.profile(kernel, source, "causal_2x512")
+               for name, source in {"own": kernel.hook_source, "head_first": HEAD_FIRST}.items()}
+    assert reports["own"].busiest_program_events == 2 * 20 + 2 * 4
+    assert reports["head_first"].busiest_program_events == 2 * 24 + 2 * 4
+
+    def attempt(iteration, report, hit_pct):
+        report = report.model_copy(update={"hit_pct": hit_pct, "accesses": None, "hits": None})
+        return Attempt(iteration=iteration, origin="baseline" if iteration == 0 else "search", family=f"f{iteration}",
+                       source="src", diff="", stages=[StageResult(stage="profile", ok=True, detail="ok", seconds=0)],
+                       report=report, started_at=datetime.now(timezone.utc), seconds=0.0)
+
+    own, head_first = attempt(0, reports["own"], 50.0), attempt(1, reports["head_first"], 90.0)
+    assert measurably_slower(head_first, own) and not measurably_slower(own, own)
+    assert History([own, head_first]).best() is own

@@ -41,6 +41,18 @@ if TYPE_CHECKING:
 ONE_L2_NOTE = "achievable = ceiling: one shared L2, so every assignment of programs shares it"
 
 
+def schedule_balance(trace: Trace | StoredTrace) -> tuple[int, str]:
+    """A persistent kernel's static schedule: the busiest program's loads and stores, and a note.
+
+    Each resident program runs its own tiles, so the kernel ends with its busiest program; a remap
+    that deals the long tiles (causal attention's late q blocks) to a few programs is slower though
+    its L2 hit rate is higher, which the ranking must see (history.measurably_slower)."""
+    events = trace.events_per_program()
+    busiest, mean = int(events.max()), float(events.mean())
+    return busiest, (f"static schedule: the busiest of the {events.size} programs issues {busiest:,} loads and stores, "
+                     f"the mean {mean:,.0f} ({busiest / mean:.2f}x); the kernel takes as long as its busiest program")
+
+
 class SimProfiler:
     name = "sim"
 
@@ -139,6 +151,9 @@ class SimProfiler:
                 if kernel.persistent else f"{trace.num_programs} programs")
         report.notes += [occupancy_note, f"{what}; captured with this candidate in place (its loop order too, if it "
                                          f"has one)"]
+        if kernel.persistent:
+            report.busiest_program_events, note = schedule_balance(trace)
+            report.notes.append(note)
         if self.hw.num_domains == 1:
             report.achievable_pct = report.ceiling_pct
             report.notes.append(ONE_L2_NOTE)

@@ -89,6 +89,9 @@ class StoredTrace:
     def accesses_per_program(self) -> np.ndarray:
         return self.file.index["accesses"].copy()
 
+    def events_per_program(self) -> np.ndarray:
+        return self.file.index["nev"].astype(np.int64)
+
     def sector_masks(self) -> np.ndarray:
         return self.expanded.sector_masks()
 

@@ -94,6 +94,10 @@ class Trace:
     def accesses_per_program(self) -> np.ndarray:
         return np.diff(self.event_offsets[self.program_offsets])
 
+    def events_per_program(self) -> np.ndarray:
+        """Load and store instructions per program (an event is one)."""
+        return np.diff(self.program_offsets)
+
     @property
     def sectors_per_line(self) -> int:
         return self.line_bytes // (self.sector_bytes or self.line_bytes)
