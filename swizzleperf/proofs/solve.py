@@ -15,7 +15,10 @@ In the integer encoding, if (1) holds then no program of any grid in the domain 
 those conditions, so mathematical integers equal Triton's values on every path taken (by
 induction over the operations in evaluation order: the first one where they would differ is a
 model of (1)). Both queries go through cuts (swizzleperf.proofs.cuts) when the whole formula
-is too hard for z3.
+is too hard for z3. Query (2) asks first the linear abstraction (swizzleperf.proofs.linear) of
+itself, with what (1) proved of both programs as facts (no undefined operation, results in the
+grid: true of every program once (1) holds); only its "unsat" counts. It decides the GROUP_M
+raster's injectivity in ~30 K z3 units where the exact query takes 0.8-5 M.
 """
 
 from __future__ import annotations
