@@ -44,6 +44,8 @@ from swizzleperf.proofs.verdict import Counterexample
 MAX_REFINEMENTS = 32  # divisions switched to the truncating encoding, at most one restart each
 FIRST_SLICE = WORK_PER_S // 4  # a query's work in the first round (z3 resource units); it doubles every round
 MIN_WORK = 1000  # less than this left is no budget at all
+CUT_FACTS = False  # facts through cuts for the abstraction (facts_after): off, they spent the budget of the XCD rasters
+ABSTRACTION_WEIGHT = 0.1  # of a round's slice: the abstraction decides fast (~30 K units) or not at all
 UNDECIDED = object()  # a query z3 could not decide in this round's slice
 
 
@@ -306,7 +308,7 @@ class Prover:
             same = [x == y for x, y in zip(a.outputs, b.outputs)]
             order = self.domain.widen(a.pid) < self.domain.widen(b.pid)
             if self.ask(linearize([*self.domain.constraints, *a.bounds, *b.bounds, order, *same, *facts], self.known()),
-                        [], "whether two programs share a logical index", 1.0, abstraction=True) is None:
+                        [], "whether two programs share a logical index", ABSTRACTION_WEIGHT, abstraction=True) is None:
                 return Outcome(proven=True)
         outcome = self.through_cuts(a, b)
         if outcome is not None or self.chained:  # once a cut holds, the rounds spend their time on what it leaves
@@ -326,7 +328,7 @@ class Prover:
             cut_b = mirror(cut_a, self.live_terms(b, index), "cut_b")
             if cut_b is None:
                 continue
-            facts = self.facts_after(a, cut_a, index)
+            facts = self.facts_after(a, cut_a, index) if CUT_FACTS else None
             facts = None if facts is None else [*facts, *self.facts_after(b, cut_b, index, proven=True)]
             if not determines(self.check, targets_a, targets_b, cut_a, cut_b, facts):
                 continue
@@ -364,7 +366,7 @@ class Prover:
         same = [x == y for x, y in zip(targets_a, targets_b)]
         order = self.domain.widen(a.pid) < self.domain.widen(b.pid)
         model = self.check([*a.bounds, *b.bounds, order, *same], "whether two programs share a logical index",
-                           generalize=generalize, facts=[*self.holds(a), *self.holds(b)])
+                           generalize=generalize)
         if model is None:
             return Outcome(proven=True)
         if model is UNDECIDED or generalize:
