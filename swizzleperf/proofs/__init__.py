@@ -7,7 +7,8 @@ programs map to one logical index, a program maps outside the grid, or an operat
 undefined. No model means proven; a model is re-evaluated exactly before it is reported.
 
 How: symexec (with values, expressions) walks the tree over a backend (backends, bitvec);
-encoding sets up the grid; solve asks the queries, through cuts and facts when z3 needs help,
+encoding sets up the grid; solve asks the queries, through cuts, facts and a linear abstraction
+(linear) when z3 needs help,
 one z3 call at a time (solver); portfolio tries the integer, then the bit-vector encoding for each
 die count; prove and verdict make the answer. By default all of it runs in a child process
 (swizzleperf.sandbox.run_in_child), so a formula that explodes cannot hang or exhaust the
