@@ -44,7 +44,6 @@ from swizzleperf.proofs.verdict import Counterexample
 MAX_REFINEMENTS = 32  # divisions switched to the truncating encoding, at most one restart each
 FIRST_SLICE = WORK_PER_S // 4  # a query's work in the first round (z3 resource units); it doubles every round
 MIN_WORK = 1000  # less than this left is no budget at all
-CUT_FACTS = False  # facts through cuts for the abstraction (facts_after): off, they spent the budget of the XCD rasters
 ABSTRACTION_WEIGHT = 0.1  # of a round's slice: the abstraction decides fast (~30 K units) or not at all
 UNDECIDED = object()  # a query z3 could not decide in this round's slice
 
@@ -112,21 +111,14 @@ class Prover:
         outputs = executor.outputs()
         return Copy(pid, bounds, outputs, executor.points, backend.violations)
 
-    def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False, facts: list | None = None):
+    def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False):
         """Values of a model (by name), None if unsatisfiable, or UNDECIDED within `weight` times
         this round's slice. Timeout once the budget is spent or the backstop passed.
-        `generalize`: the products of extents are replaced by free variables (integers only).
-        `facts`: theorems about these formulas' terms; given, the linear abstraction
-        (swizzleperf.proofs.linear) of the formulas and facts is asked first (integers only), and
-        only its "unsat" counts."""
+        `generalize`: the products of extents are replaced by free variables (integers only)."""
         formulas = [*self.domain.constraints, *formulas]
         if generalize:
             formulas = generalize_products(formulas, self.domain.extents, self.domain.max_programs)
         hints = nested_division_facts(formulas) if self.domain.kind == "int" else []
-        if self.domain.kind == "int" and facts is not None:
-            abstract = linearize([*formulas, *facts], self.known())
-            if self.ask(abstract, [], what, weight, abstraction=True) is None:
-                return None
         return self.ask(formulas, hints, what, weight)
 
     def ask(self, formulas: list, hints: list, what: str, weight: float, abstraction: bool = False):
@@ -328,9 +320,7 @@ class Prover:
             cut_b = mirror(cut_a, self.live_terms(b, index), "cut_b")
             if cut_b is None:
                 continue
-            facts = self.facts_after(a, cut_a, index) if CUT_FACTS else None
-            facts = None if facts is None else [*facts, *self.facts_after(b, cut_b, index, proven=True)]
-            if not determines(self.check, targets_a, targets_b, cut_a, cut_b, facts):
+            if not determines(self.check, targets_a, targets_b, cut_a, cut_b):
                 continue
             targets_a, targets_b = [t for t, _ in cut_a.pairs], [t for t, _ in cut_b.pairs]
             last, self.chained = index, True
@@ -342,22 +332,6 @@ class Prover:
             if outcome is not None:
                 return outcome
         return None
-
-    def facts_after(self, copy: Copy, cut: Cut, index: int, proven: bool = False) -> list | None:
-        """What query (1) says of the statements after cut point `index`, as facts about the cut's
-        free values: each stage is asked again through the cut (true of every value the lemmas
-        allow, not only of those some program reaches). None if one does not hold; `proven`: the
-        other copy's stages, which hold by symmetry. Proven for the programs of the domain, so the
-        program's bounds come with them."""
-        facts = list(copy.bounds)
-        for conditions in self.stages(copy)[index + 1:]:
-            if not conditions:
-                continue
-            bad = cut.apply(z3.Or(*conditions))
-            if not proven and self.check([*copy.bounds, *cut.lemmas, bad], "a stage through a cut", 0.5) is not None:
-                return None
-            facts.append(z3.Not(bad))
-        return facts
 
     def no_collision(self, a: Copy, b: Copy, targets_a: list, targets_b: list, generalize: bool = False) \
             -> Outcome | None:
