@@ -16,7 +16,7 @@ from swizzleperf import plots, source_text
 from swizzleperf.bijectivity import logical_ids
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.grouping import grouping_sentence
-from swizzleperf.history import Attempt, History
+from swizzleperf.history import Attempt, History, slower_reason
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.timer import speedup
 from swizzleperf.proof_status import docstring_line, proof_tag
@@ -108,10 +108,10 @@ def _bijectivity_data(a: Attempt) -> dict:
     return next((s.data or {} for s in a.stages if s.stage == "bijectivity"), {})
 
 
-def _row(a: Attempt) -> str:
-    failure = a.failure
+def _row(a: Attempt, baseline: Attempt | None) -> str:
+    failure, slower = a.failure, slower_reason(a, baseline)
     hit = f"{a.report.hit_pct:.2f}" if a.report else ""
-    verdict = f"ok; {proof_tag(_bijectivity_data(a))}" if a.accepted \
+    verdict = f"ok; {proof_tag(_bijectivity_data(a))}" + (f"; {slower}" if slower else "") if a.accepted \
         else f"rejected ({failure.stage}): {failure.detail}" if failure else "incomplete"
     verdict = verdict.replace("|", "\\|").replace("\n", " ")
     return f"| {a.iteration} | {a.origin} | `{a.family}` | {hit} | {a.seconds:.1f} | {verdict} |"
@@ -160,7 +160,7 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
                 (f", ${rec.usage.cost_usd:.4f}" if rec.usage.cost_usd is not None else ""), ""]
     out += [f"![{name}]({name})" for name in pictures] + [""]
     out += ["| # | origin | family | L2 read hit % | seconds | verdict |", "|---|---|---|---|---|---|"]
-    out += [_row(a) for a in history.attempts]
+    out += [_row(a, baseline) for a in history.attempts]
     if best is not None:
         out += ["", "## Best remap", "", "```python", best.source.rstrip(), "```", "",
                 "Files: `best/remap.py` (the remap alone, importable) and "

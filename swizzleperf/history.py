@@ -98,16 +98,27 @@ def kernel_diff(kernel: KernelFile, hook_source: str) -> str:
         fromfile=f"a/{kernel.path.name}", tofile=f"b/{kernel.path.name}"))
 
 
-def measurably_slower(attempt: Attempt, baseline: Attempt | None) -> bool:
-    """True when both were timed and the attempt's fast end is slower than the baseline's slow end, or,
-    untimed, when the simulator predicts its static schedule's busiest program 5 % busier than the baseline's."""
+def slower_reason(attempt: Attempt, baseline: Attempt | None) -> str | None:
+    """Why the attempt is measurably slower than the kernel's own remap (None if it is not): timed, its
+    fast end above the baseline's slow end; untimed, the simulator's static schedule (persistent kernels)
+    with a busiest program more than 5 % busier than the baseline's."""
     mine, base = attempt.report, baseline.report if baseline else None
-    if mine is None or base is None:
-        return False
+    if mine is None or base is None or attempt is baseline:
+        return None
     if mine.timing is not None and base.timing is not None:
-        return mine.timing.p20_ms > base.timing.p80_ms
+        if mine.timing.p20_ms > base.timing.p80_ms:
+            return (f"measurably slower: p20 {mine.timing.p20_ms:.4f} ms above the kernel's own p80 "
+                    f"{base.timing.p80_ms:.4f} ms")
+        return None
     busiest, base_busiest = mine.busiest_program_events, base.busiest_program_events
-    return busiest is not None and base_busiest is not None and busiest > PREDICTED_SLOWER * base_busiest
+    if busiest is not None and base_busiest is not None and busiest > PREDICTED_SLOWER * base_busiest:
+        return (f"predicted slower: its busiest program issues {busiest:,} loads and stores, the kernel's own "
+                f"{base_busiest:,} ({busiest / base_busiest:.2f}x)")
+    return None
+
+
+def measurably_slower(attempt: Attempt, baseline: Attempt | None) -> bool:
+    return slower_reason(attempt, baseline) is not None
 
 
 def _rank_key(attempt: Attempt, baseline: Attempt | None) -> tuple[bool, float, float, float, int]:

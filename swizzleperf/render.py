@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from swizzleperf.hardware import HardwareSpec
-from swizzleperf.history import Attempt, History
+from swizzleperf.history import Attempt, History, slower_reason
 from swizzleperf.report import BottleneckReport, ceiling_text
 
 MiB = 1024 * 1024
@@ -103,9 +103,10 @@ def report_table(report: BottleneckReport, baseline: BottleneckReport | None = N
     return table
 
 
-def verdict_text(attempt: Attempt) -> Text:
+def verdict_text(attempt: Attempt, baseline: Attempt | None) -> Text:
     if attempt.accepted:
-        return Text("accepted", style="green")
+        slower = slower_reason(attempt, baseline)
+        return Text(f"accepted; {slower}", style="yellow") if slower else Text("accepted", style="green")
     failure = attempt.failure
     if failure is None:
         return Text("incomplete", style="yellow")
@@ -121,7 +122,8 @@ def attempts_table(history: History, title: str) -> Table:
     for a in history.attempts:
         hit = f"{a.report.hit_pct:.2f}" if a.report else ""
         style = "bold" if best is not None and a.iteration == best.iteration else None
-        table.add_row(str(a.iteration), a.origin, Text(a.family), hit, f"{a.seconds:.1f}", verdict_text(a), style=style)
+        table.add_row(str(a.iteration), a.origin, Text(a.family), hit, f"{a.seconds:.1f}",
+                      verdict_text(a, history.baseline()), style=style)
     return table
 
 

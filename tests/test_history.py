@@ -110,3 +110,15 @@ def test_reports_written_before_the_bounds_grouping_still_load():
            ' "hit_pct": 50.0, "achievable_pct": 70.0, "simulated": true}')
     report = BottleneckReport.model_validate_json(old)
     assert report.achievable_pct == 70.0 and report.achievable_grouping is None and report.achievable_fetches is None
+
+
+def test_the_report_and_the_table_say_why_an_accepted_attempt_ranks_last():
+    from swizzleperf.artifacts import _row
+    from swizzleperf.render import verdict_text
+
+    baseline = _attempt(0, 91.43, (0.985, 1.000, 1.004), origin="baseline")
+    slower = _attempt(1, 92.70, (1.006, 1.010, 1.015))
+    reason = "measurably slower: p20 1.0060 ms above the kernel's own p80 1.0040 ms"
+    assert _row(slower, baseline) == f"| 1 | search | `f1` | 92.70 | 0.0 | ok; tested on 0 grids; {reason} |"
+    assert verdict_text(slower, baseline).plain == f"accepted; {reason}"
+    assert verdict_text(baseline, baseline).plain == "accepted"

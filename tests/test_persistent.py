@@ -109,7 +109,7 @@ def test_a_remap_that_deals_the_long_causal_tiles_to_one_program_ranks_after_the
     a higher hit rate, if any, does not make up for a schedule that ends with its busiest program."""
     from datetime import datetime, timezone
 
-    from swizzleperf.history import Attempt, History, StageResult, measurably_slower
+    from swizzleperf.history import Attempt, History, StageResult, measurably_slower, slower_reason
 
     path = tmp_path / "attention_persistent.py"
     path.write_text(KERNEL.read_text().replace("SIZES = {", 'SIZES = {\n    "causal_2x512": {"batch": 1, "heads": 2, '
@@ -131,3 +131,5 @@ def test_a_remap_that_deals_the_long_causal_tiles_to_one_program_ranks_after_the
     own, head_first = attempt(0, reports["own"], 50.0), attempt(1, reports["head_first"], 90.0)
     assert measurably_slower(head_first, own) and not measurably_slower(own, own)
     assert History([own, head_first]).best() is own
+    assert slower_reason(head_first, own) == ("predicted slower: its busiest program issues 56 loads and stores, "
+                                              "the kernel's own 48 (1.17x)")
