@@ -105,8 +105,8 @@ def report_table(report: BottleneckReport, baseline: BottleneckReport | None = N
 
 def verdict_text(attempt: Attempt, baseline: Attempt | None) -> Text:
     if attempt.accepted:
-        slower = slower_reason(attempt, baseline)
-        return Text(f"accepted; {slower}", style="yellow") if slower else Text("accepted", style="green")
+        slower = slower_reason(attempt, baseline)  # report.md has the whole sentence; a table cell, its head
+        return Text(f"accepted; {slower.split(':')[0]}", style="yellow") if slower else Text("accepted", style="green")
     failure = attempt.failure
     if failure is None:
         return Text("incomplete", style="yellow")
