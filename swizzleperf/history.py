@@ -59,7 +59,7 @@ class Attempt(BaseModel):
     started_at: datetime
     seconds: float
     device: str | None = Field(None, description="the GPU the candidate was profiled on, where an executor gave "
-                                                 "it one of several (a pool worker's GPU, or Ray's node and GPU)")
+                                                 "it one of several: host and GPU id (a pool worker's, or a Ray task's)")
 
     @property
     def accepted(self) -> bool:

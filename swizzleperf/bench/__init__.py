@@ -27,6 +27,7 @@ from swizzleperf.bench.records import BenchReport, KernelResult, Speedup
 from swizzleperf.correctness import default_device
 from swizzleperf.errors import ContractError, SwizzlePerfError
 from swizzleperf.executors import Executor, InProcess
+from swizzleperf.executors.base import placed_gpu
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KERNELS_DIR, find_kernel, load_kernel
 from swizzleperf.optimize import DEFAULT_BATCH, reopen_kernel
@@ -106,7 +107,7 @@ def _quiet(text: str) -> None:
 def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_name: str, device: str,
                  status: Status = _quiet) -> KernelResult:
     """Optimize one kernel (quietly), then check its best remap at the kernel's other sizes."""
-    t0 = time.perf_counter()
+    t0, started_at, gpu = time.perf_counter(), datetime.now(timezone.utc), placed_gpu()
     status("optimize loop")
     optimize = OptimizeRequest(
         kernel_path=path, hardware=request.hardware, profiler=profiler_name, proposer=request.proposer,
@@ -117,8 +118,9 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
         run = run_optimize(optimize, Console(file=io.StringIO()))
     except SwizzlePerfError as exc:
         return KernelResult(kernel=path.stem, kernel_path=str(path), status="failed", error=_first_line(exc),
-                            run_seconds=time.perf_counter() - t0)
+                            run_seconds=time.perf_counter() - t0, started_at=started_at, gpu=gpu)
     result = summarise_run(run, path, time.perf_counter() - t0)
+    result.started_at, result.gpu = started_at, gpu
     t1 = time.perf_counter()
     kernel, history, size = reopen_kernel(run), run.load_history(), run.record.size
     budget = None

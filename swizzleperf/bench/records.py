@@ -82,6 +82,9 @@ class KernelResult(BaseModel):
     seconds_to_best: float | None = Field(None, description="attempt seconds up to and including the best "
                                                             "(the baseline's trace capture included)")
     run_seconds: float = Field(description="the whole optimize run")
+    started_at: datetime | None = Field(None, description="when the kernel's optimize run began")
+    gpu: str | None = Field(None, description="host and GPU id the kernel ran on, where an executor gave it one "
+                                              "of several")
     other_sizes: list[SizeResult] = Field(default_factory=list)
     generalise_seconds: float = 0.0
 

@@ -14,6 +14,8 @@ the trace included, comes along), never as the kernel's imported module.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -69,6 +71,14 @@ class Executor(Protocol):
 def uses_gpu(evaluator: CandidateEvaluator) -> bool:
     """Whether the evaluator's profiler measures on a GPU (ncu, rocprofv3): such profiles never share one."""
     return evaluator.profiler is not None and evaluator.profiler.name != "sim"
+
+
+def placed_gpu() -> str | None:
+    """The GPU an executor gave this process, as attempts and bench rows record it ("host GPU id"): the id
+    in CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES, which the pool sets for its worker and Ray for a task
+    with num_gpus=1. None where nothing narrowed this process's devices."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+    return f"{socket.gethostname()} GPU {listed}" if listed else None
 
 
 def evaluate_candidate(evaluator: CandidateEvaluator, candidate: Candidate, on_stage: StageCallback | None = None,

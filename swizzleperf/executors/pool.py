@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from swizzleperf.evaluate import CandidateEvaluator
 from swizzleperf.executors.base import (
-    Candidate, OrderedFutures, StageCallback, evaluate_candidate, failed_attempt, uses_gpu)
+    Candidate, OrderedFutures, StageCallback, evaluate_candidate, failed_attempt, placed_gpu, uses_gpu)
 from swizzleperf.executors.inprocess import SerialEvaluation
 from swizzleperf.history import Attempt
 
@@ -53,7 +53,7 @@ def _start_worker(evaluator: bytes | None, gpus) -> None:
     if gpus is not None:
         gpu = gpus.get()
         os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["HIP_VISIBLE_DEVICES"] = gpu
-        _WORKER["device"] = f"GPU {gpu}"
+        _WORKER["device"] = placed_gpu()
     _WORKER["evaluator"] = None if evaluator is None else pickle.loads(evaluator)
 
 

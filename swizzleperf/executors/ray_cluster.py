@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 from swizzleperf.errors import SwizzlePerfError
 from swizzleperf.evaluate import CandidateEvaluator
-from swizzleperf.executors.base import Candidate, StageCallback, evaluate_candidate, failed_attempt, uses_gpu
+from swizzleperf.executors.base import (
+    Candidate, StageCallback, evaluate_candidate, failed_attempt, placed_gpu, uses_gpu)
 from swizzleperf.history import Attempt
 
 T = TypeVar("T")
@@ -52,12 +53,7 @@ def connect(address: str) -> Any:
 
 
 def _evaluate_task(evaluator: CandidateEvaluator, candidate: Candidate, gpu: bool) -> Attempt:
-    device = None
-    if gpu:
-        import ray
-
-        device = f"{ray.util.get_node_ip_address()} GPU {','.join(map(str, ray.get_gpu_ids()))}"
-    return evaluate_candidate(evaluator, candidate, device=device)
+    return evaluate_candidate(evaluator, candidate, device=placed_gpu() if gpu else None)
 
 
 def _call_task(fn: Callable[..., T], call: tuple) -> T:
