@@ -1,6 +1,7 @@
 """Parallel GPU evaluation: the same optimize and bench on one GPU and on every GPU of this host.
 
     python benchmarks/multi_gpu.py OUT [--only optimize|bench] [--executor ray|pool] [--timeout S]
+                                       [--other-sizes SIZES]
 
 For each command (`optimize kernels/gemm.py --profiler ncu -n 8` and `bench softmax gemm attention
 --profiler ncu -n 4`, each with `--ray auto`, or `--workers N` with `--executor pool`) it runs the
@@ -41,14 +42,14 @@ def gpu_count() -> int:
     return torch.cuda.device_count()
 
 
-def run(command: str, gpus: int, executor: str, out: Path, timeout: float) -> dict:
+def run(command: str, gpus: int, executor: str, out: Path, timeout: float, other_sizes: str | None) -> dict:
     """One command on the first `gpus` GPUs; its wall time and where it wrote."""
     where = out / f"{command}-{gpus}gpu"
     where.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "swizzleperf", *COMMANDS[command], "--runs-dir", str(where / "runs")]
     args += ["--ray", "auto"] if executor == "ray" else ["--workers", str(gpus)]
     if command == "bench":
-        args += ["--out", str(where / "bench")]
+        args += ["--out", str(where / "bench")] + (["--other-sizes", other_sizes] if other_sizes else [])
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus))),
            "TRITON_CACHE_DIR": str(where / "triton-cache")}
     t0 = time.perf_counter()
@@ -102,6 +103,7 @@ def main() -> int:
     parser.add_argument("--only", choices=sorted(COMMANDS), action="append")
     parser.add_argument("--executor", choices=["ray", "pool"], default="ray")
     parser.add_argument("--timeout", type=float, default=280.0, help="seconds per run (each command runs twice)")
+    parser.add_argument("--other-sizes", help="bench's --other-sizes (default: every other declared size)")
     options = parser.parse_args()
     gpus = gpu_count()
     if gpus < 2:
@@ -109,8 +111,8 @@ def main() -> int:
         return 2
     summary = [f"# Parallel GPU evaluation: {gpus} GPUs against 1 ({options.executor})", ""]
     for command in options.only or list(COMMANDS):
-        many = {**run(command, gpus, options.executor, options.out, options.timeout), "gpus": gpus}
-        one = run(command, 1, options.executor, options.out, options.timeout)
+        many = {**run(command, gpus, options.executor, options.out, options.timeout, options.other_sizes), "gpus": gpus}
+        one = run(command, 1, options.executor, options.out, options.timeout, options.other_sizes)
         summary += audit(command, many, one)
         (options.out / "summary.md").write_text("\n".join(summary))
         print("\n".join(summary), flush=True)
