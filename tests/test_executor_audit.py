@@ -2,10 +2,12 @@
 
 import os
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from swizzleperf.bench.records import KernelResult
 from swizzleperf.executors.audit import (
-    attempt_occupancy, bench_occupancy, compare_attempts, peak_concurrency, shared_gpu)
+    attempt_occupancy, bench_occupancy, bench_records, compare_attempts, optimize_records, peak_concurrency,
+    shared_gpu)
 from swizzleperf.executors.base import placed_gpu
 from swizzleperf.history import Attempt, StageResult
 from swizzleperf.report import BottleneckReport
@@ -74,3 +76,23 @@ def test_placed_gpu_names_the_host_and_the_visible_device(monkeypatch):
     assert placed_gpu() is None
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert placed_gpu() == f"{os.uname().nodename} GPU 1"
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded" / "multi-gpu-h100x2"
+
+
+def test_the_recorded_two_h100_runs_never_shared_a_gpu_and_match_the_one_gpu_runs():
+    # benchmarks/multi_gpu.py on two H100s (Ray, ncu): optimize gemm -n 8, and bench (softmax and gemm
+    # finished before the run's time limit)
+    two, spans_two = optimize_records(RECORDED / "optimize-2gpu" / "runs")
+    one, spans_one = optimize_records(RECORDED / "optimize-1gpu" / "runs")
+    assert shared_gpu(spans_two) == [] and peak_concurrency(spans_two) == 2
+    assert {s.gpu for s in spans_two} == {"vm GPU 0", "vm GPU 1"} and {s.gpu for s in spans_one} == {"vm GPU 0"}
+    result = compare_attempts(two[0].load_history().attempts, one[0].load_history().attempts, tolerance_pts=1.0)
+    assert result.identical and result.compared == 9 and 0.2 < result.max_hit_difference_pts < 0.4
+    bench_two, kernels_two = bench_records(RECORDED / "bench-2gpu" / "bench" / "bench.json")
+    bench_one, _ = bench_records(RECORDED / "bench-1gpu" / "bench" / "bench.json")
+    assert [r.record.kernel.name for r in bench_two] == ["softmax", "gemm"]  # found beside bench.json, moved here
+    assert shared_gpu(kernels_two) == [] and peak_concurrency(kernels_two) == 2
+    for a, b in zip(bench_two, bench_one):
+        assert compare_attempts(a.load_history().attempts, b.load_history().attempts, tolerance_pts=1.0).identical

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
-from swizzleperf.bench.records import KernelResult
+from swizzleperf.bench.records import BenchReport, KernelResult
 from swizzleperf.history import Attempt
+from swizzleperf.runs import RunDir
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,24 @@ def bench_occupancy(rows: Iterable[KernelResult]) -> list[Occupancy]:
     """The GPU time of every bench kernel that recorded its GPU (its loop and its other sizes)."""
     return [Occupancy(r.gpu, r.started_at, r.started_at + timedelta(seconds=r.run_seconds + r.generalise_seconds),
                       f"kernel {r.kernel}") for r in rows if r.gpu and r.started_at]
+
+
+def optimize_records(runs_dir: Path) -> tuple[list[RunDir], list[Occupancy]]:
+    """The optimize runs under `runs_dir` (oldest first) and the GPU time their attempts recorded."""
+    runs = [RunDir.open(path) for path in sorted(runs_dir.iterdir()) if (path / "run.json").is_file()]
+    return runs, [span for run in runs for span in attempt_occupancy(run.load_history().attempts)]
+
+
+def bench_records(bench_json: Path) -> tuple[list[RunDir], list[Occupancy]]:
+    """A bench's kernel runs, in the suite's order, and the GPU time its kernels recorded. A run directory
+    that moved with bench.json (copied from the machine that ran it) is found under its `runs/` sibling."""
+    report = BenchReport.model_validate_json(bench_json.read_text())
+    runs = []
+    for row in report.kernels:
+        if row.run_dir:
+            path = Path(row.run_dir)
+            runs.append(RunDir.open(path if path.exists() else bench_json.parent.parent / "runs" / path.name))
+    return runs, bench_occupancy(report.kernels)
 
 
 def shared_gpu(spans: Sequence[Occupancy]) -> list[tuple[Occupancy, Occupancy]]:
