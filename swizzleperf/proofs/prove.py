@@ -5,12 +5,14 @@ from __future__ import annotations
 import ast
 import time
 
+from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs.compose import cuts
 from swizzleperf.proofs.portfolio import prove_die_count
 from swizzleperf.proofs.solve import Outcome
 from swizzleperf.proofs.solver import WORK_PER_S
 from swizzleperf.proofs.verdict import ProofVerdict
-from swizzleperf.remap import hook_body
+from swizzleperf.remap import hook_body, static_check
 
 
 BACKSTOP_FACTOR = 10.0  # the wall-clock backstop, in time limits: at load 6 on 2 cores 4x was reached first
@@ -24,9 +26,36 @@ def _mentions(fn: ast.FunctionDef, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name for stmt in hook_body(fn) for n in ast.walk(stmt))
 
 
+def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int], time_limit_s: float,
+                   max_programs: int) -> ProofVerdict | None:
+    """The hook proven half by half (swizzleperf.proofs.compose), each half within half the time
+    limit; None unless both halves of one cut are proven."""
+    started = time.perf_counter()
+    for halves in cuts(fn, hook)[:2]:
+        verdicts = []
+        for source, signature in (halves.order, halves.raster):
+            try:
+                half = static_check(source, signature)
+            except RemapRejected:
+                break
+            verdicts.append(prove_checked(half, source, signature, die_counts, time_limit_s / 2, max_programs,
+                                          compose=False))
+            if not verdicts[-1].proven:
+                break
+        if len(verdicts) == 2 and all(v.proven for v in verdicts):
+            return ProofVerdict(
+                status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
+                time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
+                method=f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
+                       f"({verdicts[0].seconds:.2f} s), the raster on the grid ({verdicts[1].seconds:.2f} s)")
+    return None
+
+
 def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
-                  time_limit_s: float, max_programs: int) -> ProofVerdict:
+                  time_limit_s: float, max_programs: int, compose: bool = True) -> ProofVerdict:
     """Prove a hook that passed static_check. A hook that never reads its die count is proven once.
+    With `compose`, a hook that cuts into an order and a raster is first proven half by half
+    (within the time limit), then, if that fails, whole.
 
     The budget is counted work, time_limit_s * WORK_PER_S z3 resource units, so that the verdict
     does not depend on the machine's load; each die count gets an equal share. The wall clock is
@@ -34,6 +63,9 @@ def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_cou
     unknown die count does not, so a counterexample at a later one is still found.
     """
     started = time.perf_counter()
+    composed = prove_composed(fn, hook, die_counts, time_limit_s, max_programs) if compose else None
+    if composed is not None:
+        return composed
     deadline = time.monotonic() + backstop_s(time_limit_s)
     verdict = dict(hook=hook.render(), die_counts=list(die_counts), time_limit_s=time_limit_s,
                    max_programs=max_programs)

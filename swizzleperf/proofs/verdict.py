@@ -55,6 +55,7 @@ class ProofVerdict(BaseModel):
     counterexample: Counterexample | None = None
     unknown_kind: UnknownKind | None = None
     reason: str | None = Field(None, description="why the verdict is unknown")
+    method: str | None = Field(None, description="how a hook proven in parts was cut (None: proven whole)")
     time_limit_s: float
     seconds: float
 
@@ -67,8 +68,9 @@ class ProofVerdict(BaseModel):
         """One sentence for the CLI, reports and prompts."""
         dies = ", ".join(map(str, self.die_counts))
         if self.status == "proven":
+            how = f", {self.method}," if self.method else ""
             return (f"proven bijective for every grid of up to {self.max_programs:,} programs "
-                    f"(die counts {dies}) in {self.seconds:.2f} s")
+                    f"(die counts {dies}){how} in {self.seconds:.2f} s")
         if self.status == "counterexample" and self.counterexample is None:
             return "not a bijection"
         if self.status == "counterexample":

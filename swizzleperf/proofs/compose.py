@@ -1,0 +1,137 @@
+"""Proof by composition: an order (launch id -> one linear id) followed by a raster (linear id ->
+coordinates) is proven one half at a time.
+
+A cut is a top-level statement after which the only live name that depends on the program id is
+one name, `v`: the hook is then raster(order(pid)), with order: pid -> v and raster: v -> results.
+When the order reads the grid only through one product of every extent (`count = M * N`), it is
+a 1D hook of that count; the raster, given `v` as its program id after the statements that depend
+on the grid alone, is a hook of the original grid. If the order is a bijection of [0, count) for
+every count up to the domain's bound, and the raster maps [0, total) one-to-one onto the grid, the
+hook is a bijection, since count = total on every grid (both halves are proven with the same die
+count and the same integer semantics; each half's operations are the hook's own, so neither can
+wrap where the hook would not). z3 decides each half fast, where the whole formula (a chunked XCD
+order under a GROUP_M raster, say) can exhaust the budget. Only "proven" counts: a counterexample
+to one half need not be one to the hook, so the caller then proves the hook whole.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from swizzleperf.kernel import HookSignature
+from swizzleperf.remap import hook_body
+
+
+@dataclass(frozen=True)
+class Halves:
+    """A hook cut at `through`: the order as a 1D hook, the raster as a hook of the original grid."""
+
+    through: str
+    order: tuple[str, HookSignature]
+    raster: tuple[str, HookSignature]
+
+
+def _reads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _writes(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _live(statements: list[ast.stmt]) -> set[str]:
+    """The names `statements` read before assigning them (only a plain top-level assignment
+    counts as assigning: one inside a branch may not run)."""
+    live: set[str] = set()
+    assigned: set[str] = set()
+    for stmt in statements:
+        live |= _reads(stmt) - assigned
+        if isinstance(stmt, ast.Assign):
+            assigned |= _writes(stmt)
+    return live
+
+
+def _program_dependent(body: list[ast.stmt], pid: str) -> list[bool]:
+    """Per top-level statement, whether it reads the program id or a name that depends on it. A
+    statement that does not reads only the grid and constants (over-approximated: any read counts)."""
+    tainted, marks = {pid}, []
+    for stmt in body:
+        dependent = bool(_reads(stmt) & tainted)
+        if dependent:
+            tainted |= _writes(stmt)
+        marks.append(dependent)
+    return marks
+
+
+def _grid_product(stmt: ast.stmt, grid: tuple[str, ...]) -> str | None:
+    """`count` for `count = M * N` (every extent once, in any order), else None."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    factors, stack = [], [stmt.value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            stack += [node.left, node.right]
+        elif isinstance(node, ast.Name):
+            factors.append(node.id)
+        else:
+            return None
+    return stmt.targets[0].id if sorted(factors) == sorted(grid) else None
+
+
+def _needed(statements: list[ast.stmt], names: set[str]) -> list[ast.stmt]:
+    """Those of `statements` that assign `names` or what they are computed from (in order)."""
+    kept = []
+    for stmt in reversed(statements):
+        if _writes(stmt) & names:
+            kept.append(stmt)
+            names = names | _reads(stmt)
+    return kept[::-1]
+
+
+def _source(signature: HookSignature, lines: list[str]) -> str:
+    return "\n".join(["@triton.jit", f"{signature.render()}:", *(f"    {line}" for line in lines)]) + "\n"
+
+
+def _unparse(body: list[ast.stmt]) -> list[str]:
+    return [line for stmt in body for line in ast.unparse(stmt).splitlines()]
+
+
+def _order_hook(fn: ast.FunctionDef, hook: HookSignature, prefix: list[ast.stmt],
+                through: str) -> tuple[str, HookSignature] | None:
+    """The statements up to the cut as a 1D hook of the grid's program count, returning `through`."""
+    products = [(i, name) for i, stmt in enumerate(prefix) if (name := _grid_product(stmt, hook.grid_params))]
+    if len(products) > 1:
+        return None
+    index, count = products[0] if products else (None, "programs")
+    rest = [stmt for i, stmt in enumerate(prefix) if i != index]
+    names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+    if any(_reads(stmt) & set(hook.grid_params) for stmt in rest) or any(count in _writes(s) for s in rest) \
+            or (index is None and count in names):
+        return None  # the order reads the extents apart from their product, or reassigns it
+    signature = HookSignature(hook.name, hook.pid, (count,), hook.constexprs)
+    return _source(signature, _unparse(rest) + [f"return {through}"]), signature
+
+
+def cuts(fn: ast.FunctionDef, hook: HookSignature) -> list[Halves]:
+    """Every way to cut a 2D or 3D hook into an order and a raster, the latest cut first."""
+    body = hook_body(fn)
+    if hook.ndim < 2 or any(isinstance(n, ast.Return) for stmt in body[:-1] for n in ast.walk(stmt)):
+        return []  # 1D hooks are proven whole; an early return leaves no single order
+    dependent = _program_dependent(body, hook.pid)
+    found = []
+    for k in reversed(range(len(body) - 1)):
+        later = _live(body[k + 1:])
+        tainted = set().union(*(_writes(stmt) for stmt, d in zip(body[:k + 1], dependent) if d), {hook.pid})
+        live = later & tainted
+        if len(live) != 1 or hook.pid in live:
+            continue
+        through = live.pop()
+        order = _order_hook(fn, hook, body[:k + 1], through)
+        if order is None:
+            continue
+        grid_only = _needed([stmt for stmt, d in zip(body[:k + 1], dependent) if not d], later)
+        raster = _source(hook, _unparse(grid_only) + [f"{through} = {hook.pid}"] + _unparse(body[k + 1:]))
+        found.append(Halves(through, order, (raster, hook)))
+    return found
