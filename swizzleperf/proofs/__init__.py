@@ -55,7 +55,7 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
     z3 resource units worth that many seconds on an unloaded core, so the verdict does not depend
     on load; the wall clock is a backstop (prove.backstop_s). In a child process (confined like
     the bijectivity check's: no network, limited memory and CPU), the child is killed
-    CHILD_STARTUP_S seconds after the backstop.
+    CHILD_STARTUP_S seconds after the backstops of the proof's parts (prove.PROOF_PARTS).
     """
     started = time.perf_counter()
     try:
@@ -67,9 +67,9 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
     from swizzleperf.isolation import Confinement
     from swizzleperf.sandbox import run_in_child
 
-    from swizzleperf.proofs.prove import backstop_s
+    from swizzleperf.proofs.prove import PROOF_PARTS, backstop_s
 
-    wall_s = backstop_s(time_limit_s) + CHILD_STARTUP_S
+    wall_s = PROOF_PARTS * backstop_s(time_limit_s) + CHILD_STARTUP_S
     confinement = Confinement(memory_mb=CHILD_MEMORY_MB, cpu_s=wall_s + 10,
                               file_mb=16, network=False, threads=1)
     payload = {"source": hook_source, "hook": {"name": signature.name, "pid": signature.pid,

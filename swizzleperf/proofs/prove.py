@@ -16,6 +16,7 @@ from swizzleperf.remap import hook_body, static_check
 
 
 BACKSTOP_FACTOR = 10.0  # the wall-clock backstop, in time limits: at load 6 on 2 cores 4x was reached first
+PROOF_PARTS = 3  # a hook's proof runs at most three times under the limit: its order, its raster, the whole
 
 
 def backstop_s(time_limit_s: float) -> float:
@@ -28,8 +29,8 @@ def _mentions(fn: ast.FunctionDef, name: str) -> bool:
 
 def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int], time_limit_s: float,
                    max_programs: int) -> ProofVerdict | None:
-    """The hook proven half by half (swizzleperf.proofs.compose), each half within half the time
-    limit; None unless both halves of one cut are proven."""
+    """The hook proven half by half (swizzleperf.proofs.compose), each half within the time limit (the
+    raster only once the order is proven); None unless both halves of one cut are proven."""
     started = time.perf_counter()
     for halves in cuts(fn, hook)[:2]:
         verdicts = []
@@ -38,7 +39,7 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
                 half = static_check(source, signature)
             except RemapRejected:
                 break
-            verdicts.append(prove_checked(half, source, signature, die_counts, time_limit_s / 2, max_programs,
+            verdicts.append(prove_checked(half, source, signature, die_counts, time_limit_s, max_programs,
                                           compose=False))
             if not verdicts[-1].proven:
                 break
@@ -54,8 +55,8 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
 def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
                   time_limit_s: float, max_programs: int, compose: bool = True) -> ProofVerdict:
     """Prove a hook that passed static_check. A hook that never reads its die count is proven once.
-    With `compose`, a hook that cuts into an order and a raster is first proven half by half
-    (within the time limit), then, if that fails, whole.
+    With `compose`, a hook that cuts into an order and a raster is first proven half by half, then,
+    if that fails, whole: each within the time limit, so at most three times its work in all.
 
     The budget is counted work, time_limit_s * WORK_PER_S z3 resource units, so that the verdict
     does not depend on the machine's load; each die count gets an equal share. The wall clock is
