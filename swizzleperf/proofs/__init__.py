@@ -6,7 +6,8 @@ z3 formulas with compiled Triton's integer semantics and asks for a counterexamp
 programs map to one logical index, a program maps outside the grid, or an operation is
 undefined. No model means proven; a model is re-evaluated exactly before it is reported.
 
-How: symexec (with values, expressions) walks the tree over a backend (backends, bitvec);
+How: a hook that cuts into an order and a raster is first proven half by half (compose, prove);
+symexec (with values, expressions) walks the tree over a backend (backends, bitvec);
 encoding sets up the grid; solve asks the queries, through cuts, facts and a linear abstraction
 (linear) when z3 needs help,
 one z3 call at a time (solver); portfolio tries the integer, then the bit-vector encoding for each

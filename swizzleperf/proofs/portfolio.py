@@ -63,7 +63,8 @@ def _encodings(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, i
 def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
                     max_programs: int, work: int, deadline: float) -> Outcome:
     """The encodings one after the other, each with `work` z3 resource units in a fresh z3
-    context, until one decides (or the wall-clock backstop `deadline` passes).
+    context, until one decides (or the wall-clock backstop `deadline` passes); the outcome says
+    what they spent.
 
     One after the other, not raced in two threads: z3's resource counts are only reproducible in
     a process that runs one solver at a time (raced, the same query took 1.06-1.08 M units, and a
@@ -74,11 +75,16 @@ def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, const
     except ProofError as exc:
         return Outcome(unknown_kind=exc.kind, reason=str(exc))
     results: dict[str, Outcome] = {}
+    spent = 0
     for kind in encodings:
-        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, Budget(work, deadline))
+        budget = Budget(work, deadline)
+        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, budget)
+        spent += work - budget.work
         if results[kind].decisive:
             break
-    return _combine(results)
+    outcome = _combine(results)
+    outcome.work = spent
+    return outcome
 
 
 def _guarded(kind: str, *args) -> Outcome:

@@ -58,6 +58,7 @@ class Outcome:
     reason: str | None = None
     overflow_total: int | None = None  # programs of the grid an intermediate overflows on
     proven_max_programs: int | None = None  # when proven only on a smaller domain than asked
+    work: int = 0  # z3 resource units the attempt spent
 
     @property
     def decisive(self) -> bool:
