@@ -12,6 +12,11 @@ count and the same integer semantics; each half's operations are the hook's own,
 wrap where the hook would not). z3 decides each half fast, where the whole formula (a chunked XCD
 order under a GROUP_M raster, say) can exhaust the budget. Only "proven" counts: a counterexample
 to one half need not be one to the hook, so the caller then proves the hook whole.
+
+An order may also read values the hook computes from the extents one by one (a cluster size,
+`min(group, batch * heads) * blocks`): it then takes each as a size, any value in [1, max_programs]
+(encoding.SizedHook), and a third hook, of the original grid, proves that the hook's own computation
+of them never leaves that range (it maps programs out of the grid where it would).
 """
 
 from __future__ import annotations
@@ -20,16 +25,20 @@ import ast
 from dataclasses import dataclass
 
 from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs.encoding import SizedHook
+from swizzleperf.proofs.verdict import INT32_MAX
 from swizzleperf.remap import hook_body
 
 
 @dataclass(frozen=True)
 class Halves:
-    """A hook cut at `through`: the order as a 1D hook, the raster as a hook of the original grid."""
+    """A hook cut at `through`: the order as a 1D hook, the raster as a hook of the original grid, and,
+    where the order takes sizes, the hook whose bijectivity says they are in range on every grid."""
 
     through: str
-    order: tuple[str, HookSignature]
+    order: tuple[str, SizedHook]
     raster: tuple[str, HookSignature]
+    sizes: tuple[str, HookSignature] | None = None
 
 
 def _reads(node: ast.AST) -> set[str]:
@@ -100,23 +109,55 @@ def _unparse(body: list[ast.stmt]) -> list[str]:
     return [line for stmt in body for line in ast.unparse(stmt).splitlines()]
 
 
-def _order_hook(fn: ast.FunctionDef, hook: HookSignature, prefix: list[ast.stmt],
-                through: str) -> tuple[str, HookSignature] | None:
-    """The statements up to the cut as a 1D hook of the grid's program count, returning `through`."""
+def _fresh(fn: ast.FunctionDef, stem: str) -> str:
+    names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {a.arg for a in fn.args.args}
+    return next(f"{stem}{i}" if i else stem for i in range(len(names) + 1) if (f"{stem}{i}" if i else stem) not in names)
+
+
+def _order_hook(fn: ast.FunctionDef, hook: HookSignature, prefix: list[ast.stmt], dependent: list[bool],
+                through: str) -> tuple[tuple[str, SizedHook], list[ast.stmt]] | None:
+    """The statements up to the cut as a 1D hook of the grid's program count, returning `through`,
+    and the statements it no longer computes: those that read the extents one by one, whose values it
+    takes as sizes instead (None if it would read an extent, or reassigns the count or a size)."""
     products = [(i, name) for i, stmt in enumerate(prefix) if (name := _grid_product(stmt, hook.grid_params))]
     if len(products) > 1:
         return None
-    index, count = products[0] if products else (None, "programs")
-    rest = [stmt for i, stmt in enumerate(prefix) if i != index]
-    names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
-    if any(_reads(stmt) & set(hook.grid_params) for stmt in rest) or any(count in _writes(s) for s in rest) \
-            or (index is None and count in names):
-        return None  # the order reads the extents apart from their product, or reassigns it
-    signature = HookSignature(hook.name, hook.pid, (count,), hook.constexprs)
-    return _source(signature, _unparse(rest) + [f"return {through}"]), signature
+    index, count = products[0] if products else (None, _fresh(fn, "programs"))
+    extents = set(hook.grid_params)
+    sized = [stmt for i, (stmt, d) in enumerate(zip(prefix, dependent)) if i != index and not d and _reads(stmt) & extents]
+    kept = [stmt for i, stmt in enumerate(prefix) if i != index and stmt not in sized]
+    sizes = sorted(set().union(*map(_writes, sized)) & set().union(*map(_reads, kept))) if sized else []
+    written = set().union(*map(_writes, kept)) if kept else set()
+    if any(_reads(stmt) & extents for stmt in kept) or written & {count, *sizes}:
+        return None
+    for size in sizes:  # one value all along: assigned once, before anything reads it
+        writers = [i for i, stmt in enumerate(prefix) if size in _writes(stmt)]
+        first_read = min(i for i, stmt in enumerate(prefix) if stmt in kept and size in _reads(stmt))
+        if len(writers) != 1 or writers[0] > first_read:
+            return None
+    signature = SizedHook(hook.name, hook.pid, (count,), hook.constexprs, tuple(sizes))
+    return (_source(signature, _unparse(kept) + [f"return {through}"]), signature), sized
 
 
-def cuts(fn: ast.FunctionDef, hook: HookSignature) -> list[Halves]:
+def _sizes_hook(fn: ast.FunctionDef, hook: HookSignature, grid_only: list[ast.stmt], sizes: tuple[str, ...],
+                max_programs: int) -> tuple[str, HookSignature]:
+    """A hook of the original grid that is a bijection exactly when every size the order takes is in
+    [1, max_programs] on every grid: it computes them as the hook does, then maps each program to its
+    row-major coordinates, or out of the grid when a size is out of range."""
+    outside = _fresh(fn, "size_out_of_range")
+    test = " or ".join(f"{s} < 1 or {s} > {max_programs}" for s in sizes)
+    extents = hook.grid_params
+    coords = []
+    for axis, extent in enumerate(extents):
+        inner = " * ".join(extents[axis + 1:])
+        index = f"{hook.pid} // ({inner})" if inner else hook.pid
+        coords.append(index if axis == 0 else f"{index} % {extent}")
+    coords[0] = f"{extents[0]} if {outside} else {coords[0]}"
+    lines = _unparse(_needed(grid_only, set(sizes))) + [f"{outside} = {test}", f"return {', '.join(coords)}"]
+    return _source(hook, lines), hook
+
+
+def cuts(fn: ast.FunctionDef, hook: HookSignature, max_programs: int = INT32_MAX) -> list[Halves]:
     """Every way to cut a 2D or 3D hook into an order and a raster, the latest cut first."""
     body = hook_body(fn)
     if hook.ndim < 2 or any(isinstance(n, ast.Return) for stmt in body[:-1] for n in ast.walk(stmt)):
@@ -130,10 +171,14 @@ def cuts(fn: ast.FunctionDef, hook: HookSignature) -> list[Halves]:
         if len(live) != 1 or hook.pid in live:
             continue
         through = live.pop()
-        order = _order_hook(fn, hook, body[:k + 1], through)
-        if order is None:
+        cut = _order_hook(fn, hook, body[:k + 1], dependent[:k + 1], through)
+        if cut is None:
             continue
-        grid_only = _needed([stmt for stmt, d in zip(body[:k + 1], dependent) if not d], later)
-        raster = _source(hook, _unparse(grid_only) + [f"{through} = {hook.pid}"] + _unparse(body[k + 1:]))
-        found.append(Halves(through, order, (raster, hook)))
+        order, sized = cut
+        grid_only = [stmt for stmt, d in zip(body[:k + 1], dependent) if not d]
+        raster = _source(hook, _unparse(_needed(grid_only, later)) + [f"{through} = {hook.pid}"]
+                         + _unparse(body[k + 1:]))
+        sizes = order[1].sizes
+        found.append(Halves(through, order, (raster, hook),
+                            _sizes_hook(fn, hook, grid_only, sizes, max_programs) if sizes else None))
     return found

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.backends import UNDEFINED, ConcreteBackend, Violation
+from swizzleperf.proofs.encoding import sizes_of
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.verdict import Counterexample
 
@@ -42,10 +43,11 @@ class Run:
 
 
 def evaluate_program(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, int],
-                     grid: tuple[int, ...], pid: int) -> Run:
-    """The logical index program `pid` maps to on `grid`, computed as compiled Triton would."""
+                     grid: tuple[int, ...], pid: int, sizes: tuple[int, ...] = ()) -> Run:
+    """The logical index program `pid` maps to on `grid` (a SizedHook: with `sizes`), computed as
+    compiled Triton would."""
     backend = ConcreteBackend()
-    inputs = {hook.pid: pid, **dict(zip(hook.grid_params, grid))}
+    inputs = {hook.pid: pid, **dict(zip(hook.grid_params, grid)), **dict(zip(sizes_of(hook), sizes))}
     executor = Executor(fn, hook, backend, inputs, constexprs)
     logical = tuple(int(v) for v in executor.outputs())
     return Run(tuple(grid), pid, logical, backend.violations)

@@ -19,6 +19,27 @@ from swizzleperf.proofs.bitvec import INDEX_BITS, BitVecBackend
 GRID_BITS = 32  # program ids and extents are int32 in Triton
 
 
+@dataclass(frozen=True)
+class SizedHook(HookSignature):
+    """A hook of the prover's own making (an order cut from a hook, swizzleperf.proofs.compose): beside
+    its grid, run-time sizes it reads, each in [1, max_programs], that add no programs (a cluster
+    size the original computed from the extents)."""
+
+    sizes: tuple[str, ...] = ()
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return (self.pid, *self.grid_params, *self.sizes, *self.constexprs)
+
+    def render(self) -> str:
+        consts = [f"{c}: tl.constexpr" for c in self.constexprs]
+        return f"def {self.name}({', '.join([self.pid, *self.grid_params, *self.sizes, *consts])})"
+
+
+def sizes_of(hook: HookSignature) -> tuple[str, ...]:
+    return hook.sizes if isinstance(hook, SizedHook) else ()
+
+
 @dataclass
 class Domain:
     """The grid of one encoding: `extents` feed the hook, `indices` bound its results."""
@@ -30,6 +51,7 @@ class Domain:
     total: z3.ExprRef
     constraints: list
     max_programs: int
+    sizes: list  # a SizedHook's extra sizes, each in [1, max_programs], no part of `total`
 
     @classmethod
     def make(cls, kind: str, hook: HookSignature, max_programs: int, ctx: z3.Context) -> Domain:
@@ -39,12 +61,19 @@ class Domain:
         else:
             extents = [z3.BitVec(f"grid_{name}", GRID_BITS, ctx) for name in hook.grid_params]
             indices = [z3.ZeroExt(INDEX_BITS - GRID_BITS, e) for e in extents]
-        constraints = [z3.And(e >= 1, e <= max_programs) for e in extents]
+        make = (lambda n: z3.Int(n, ctx)) if kind == "int" else (lambda n: z3.BitVec(n, GRID_BITS, ctx))
+        sizes = [make(f"size_{name}") for name in sizes_of(hook)]
+        constraints = [z3.And(e >= 1, e <= max_programs) for e in [*extents, *sizes]]
         total = indices[0]
         for index in indices[1:]:  # bound each partial product, so none is unbounded (or wraps)
             total = total * index
             constraints.append(total <= max_programs)
-        return cls(kind, ctx, extents, indices, total, constraints, max_programs)
+        return cls(kind, ctx, extents, indices, total, constraints, max_programs, sizes)
+
+    def inputs(self, hook: HookSignature, pid: z3.ExprRef) -> dict:
+        """The hook's run-time parameters: its program id, the extents and any sizes."""
+        return {hook.pid: pid, **dict(zip(hook.grid_params, self.extents)),
+                **dict(zip(sizes_of(hook), self.sizes))}
 
     def program(self, name: str) -> tuple[z3.ExprRef, list]:
         """A program id and the constraint that it lies in [0, total)."""

@@ -53,7 +53,7 @@ def _encodings(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, i
     ctx = z3.Context()
     domain = Domain.make("int", hook, 1, ctx)
     backend = domain.backend(frozenset())
-    inputs = {hook.pid: domain.program("pid")[0], **dict(zip(hook.grid_params, domain.extents))}
+    inputs = domain.inputs(hook, domain.program("pid")[0])
     Executor(fn, hook, backend, inputs, constexprs).run()
     if any(v.kind == "div_zero" for v in backend.violations):  # recorded only for non-constant divisors
         return ("int",)

@@ -16,7 +16,7 @@ from swizzleperf.remap import hook_body, static_check
 
 
 BACKSTOP_FACTOR = 10.0  # the wall-clock backstop, in time limits: at load 6 on 2 cores 4x was reached first
-PROOF_PARTS = 3  # a hook's proof runs at most three times under the limit: its order, its raster, the whole
+PROOF_PARTS = 4  # a hook's proof runs at most four times under the limit: order, raster, sizes, the whole
 
 
 def backstop_s(time_limit_s: float) -> float:
@@ -32,9 +32,10 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
     """The hook proven half by half (swizzleperf.proofs.compose), each half within the time limit (the
     raster only once the order is proven); None unless both halves of one cut are proven."""
     started = time.perf_counter()
-    for halves in cuts(fn, hook)[:2]:
+    for halves in cuts(fn, hook, max_programs)[:2]:
+        parts = [halves.order, halves.raster] + ([halves.sizes] if halves.sizes else [])
         verdicts = []
-        for source, signature in (halves.order, halves.raster):
+        for source, signature in parts:
             try:
                 half = static_check(source, signature)
             except RemapRejected:
@@ -43,12 +44,15 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
                                           compose=False))
             if not verdicts[-1].proven:
                 break
-        if len(verdicts) == 2 and all(v.proven for v in verdicts):
+        if len(verdicts) == len(parts) and all(v.proven for v in verdicts):
+            sizes = halves.order[1].sizes
+            taken = (f", taking {', '.join(f'`{s}`' for s in sizes)} as sizes in [1, {max_programs:,}] "
+                     f"({verdicts[2].seconds:.2f} s to prove that range)" if sizes else "")
             return ProofVerdict(
                 status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
                 time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
                 method=f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
-                       f"({verdicts[0].seconds:.2f} s), the raster on the grid ({verdicts[1].seconds:.2f} s)")
+                       f"({verdicts[0].seconds:.2f} s){taken}, the raster on the grid ({verdicts[1].seconds:.2f} s)")
     return None
 
 
@@ -56,7 +60,7 @@ def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_cou
                   time_limit_s: float, max_programs: int, compose: bool = True) -> ProofVerdict:
     """Prove a hook that passed static_check. A hook that never reads its die count is proven once.
     With `compose`, a hook that cuts into an order and a raster is first proven half by half, then,
-    if that fails, whole: each within the time limit, so at most three times its work in all.
+    if that fails, whole: each within the time limit, so at most PROOF_PARTS times its work in all.
 
     The budget is counted work, time_limit_s * WORK_PER_S z3 resource units, so that the verdict
     does not depend on the machine's load; each die count gets an equal share of what the ones

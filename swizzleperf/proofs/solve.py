@@ -107,7 +107,7 @@ class Prover:
         pid, bounds = self.domain.program(name)
         self.pids.append(pid)
         backend = self.domain.backend(signed)
-        inputs = {self.hook.pid: pid, **dict(zip(self.hook.grid_params, self.domain.extents))}
+        inputs = self.domain.inputs(self.hook, pid)
         executor = Executor(self.fn, self.hook, backend, inputs, self.constexprs)
         outputs = executor.outputs()
         return Copy(pid, bounds, outputs, executor.points, backend.violations)
@@ -135,7 +135,8 @@ class Prover:
             return None
         if key in self.refuted_abstractions:
             return UNDECIDED
-        answer = solve(formulas, [*self.domain.extents, *self.pids], min(self.budget.work, int(self.slice * weight)),
+        answer = solve(formulas, [*self.domain.extents, *self.domain.sizes, *self.pids],
+                       min(self.budget.work, int(self.slice * weight)),
                        hints, backstop)
         self.budget.work -= answer.work
         if answer.status == "unsat":
@@ -153,7 +154,8 @@ class Prover:
     def known(self) -> dict[int, tuple[int, int]]:
         """Interval bounds of the inputs, by term id: every program id and extent."""
         top = self.domain.max_programs
-        return {**{p.get_id(): (0, top - 1) for p in self.pids}, **{e.get_id(): (1, top) for e in self.domain.extents}}
+        return {**{p.get_id(): (0, top - 1) for p in self.pids},
+                **{e.get_id(): (1, top) for e in [*self.domain.extents, *self.domain.sizes]}}
 
     def holds(self, copy: Copy) -> list:
         """What query (1) proved of every program, once it holds: no violation, results in the grid."""
@@ -163,7 +165,8 @@ class Prover:
         return tuple(model[str(e)] for e in self.domain.extents)
 
     def evaluate(self, model: dict, pid: str) -> concrete.Run:
-        return concrete.evaluate_program(self.fn, self.hook, self.constexprs, self.grid_of(model), model[pid])
+        sizes = tuple(model[str(s)] for s in self.domain.sizes)
+        return concrete.evaluate_program(self.fn, self.hook, self.constexprs, self.grid_of(model), model[pid], sizes)
 
     def prove(self) -> Outcome:
         try:
@@ -190,7 +193,8 @@ class Prover:
         known = {}
         if self.domain.kind == "int":  # interval lemmas from the domain's bounds
             top = self.domain.max_programs
-            known = {copy.pid.get_id(): (0, top - 1), **{e.get_id(): (1, top) for e in self.domain.extents}}
+            known = {copy.pid.get_id(): (0, top - 1),
+                     **{e.get_id(): (1, top) for e in [*self.domain.extents, *self.domain.sizes]}}
         return make_cut(terms, tag, lambda ts: self.proven_lemmas(copy, ts), known)
 
     def proven_lemmas(self, copy: Copy, terms: list) -> list:

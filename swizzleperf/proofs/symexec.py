@@ -42,7 +42,7 @@ class Executor(Expressions):
         self.points: list[dict[str, Value]] = []  # the names after each top-level statement
         self.return_types: list | None = None
         self.trip_budget = LOOP_TRIP_CAP
-        self.env0: dict[str, Value] = {name: Run(INT32, inputs[name]) for name in (hook.pid, *hook.grid_params)}
+        self.env0: dict[str, Value] = {name: Run(INT32, value) for name, value in inputs.items()}
         self.env0.update({name: Const(int(constexprs[name])) for name in hook.constexprs})
 
     def run(self) -> list[tuple[object, list[Value]]]:
