@@ -22,6 +22,7 @@ of them never leaves that range (it maps programs out of the grid where it would
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass
 
 from swizzleperf.kernel import HookSignature
@@ -110,8 +111,9 @@ def _unparse(body: list[ast.stmt]) -> list[str]:
 
 
 def _fresh(fn: ast.FunctionDef, stem: str) -> str:
+    """`stem`, or `stem1`, `stem2`, ...: a name the hook does not use."""
     names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {a.arg for a in fn.args.args}
-    return next(f"{stem}{i}" if i else stem for i in range(len(names) + 1) if (f"{stem}{i}" if i else stem) not in names)
+    return next(name for name in (stem if i == 0 else f"{stem}{i}" for i in itertools.count()) if name not in names)
 
 
 def _order_hook(fn: ast.FunctionDef, hook: HookSignature, prefix: list[ast.stmt], dependent: list[bool],
