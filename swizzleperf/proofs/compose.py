@@ -160,7 +160,8 @@ def _sizes_hook(fn: ast.FunctionDef, hook: HookSignature, grid_only: list[ast.st
 
 
 def cuts(fn: ast.FunctionDef, hook: HookSignature, max_programs: int = INT32_MAX) -> list[Halves]:
-    """Every way to cut a 2D or 3D hook into an order and a raster, the latest cut first."""
+    """Every way to cut a 2D or 3D hook into an order and a raster, the latest cut first (the prover
+    tries only that one: each part costs a time limit)."""
     body = hook_body(fn)
     if hook.ndim < 2 or any(isinstance(n, ast.Return) for stmt in body[:-1] for n in ast.walk(stmt)):
         return []  # 1D hooks are proven whole; an early return leaves no single order

@@ -29,31 +29,30 @@ def _mentions(fn: ast.FunctionDef, name: str) -> bool:
 
 def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int], time_limit_s: float,
                    max_programs: int) -> ProofVerdict | None:
-    """The hook proven half by half (swizzleperf.proofs.compose), each half within the time limit (the
-    raster only once the order is proven); None unless both halves of one cut are proven."""
+    """The hook proven in parts at its latest cut (swizzleperf.proofs.compose): the order, the raster
+    and any sizes' range, each within the time limit and only while the parts before it hold; None
+    unless every part is proven."""
     started = time.perf_counter()
-    for halves in cuts(fn, hook, max_programs)[:2]:
-        parts = [halves.order, halves.raster] + ([halves.sizes] if halves.sizes else [])
-        verdicts = []
-        for source, signature in parts:
-            try:
-                half = static_check(source, signature)
-            except RemapRejected:
-                break
-            verdicts.append(prove_checked(half, source, signature, die_counts, time_limit_s, max_programs,
-                                          compose=False))
-            if not verdicts[-1].proven:
-                break
-        if len(verdicts) == len(parts) and all(v.proven for v in verdicts):
-            sizes = halves.order[1].sizes
-            taken = (f", taking {', '.join(f'`{s}`' for s in sizes)} as sizes in [1, {max_programs:,}] "
-                     f"({verdicts[2].seconds:.2f} s to prove that range)" if sizes else "")
-            return ProofVerdict(
-                status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
-                time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
-                method=f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
-                       f"({verdicts[0].seconds:.2f} s){taken}, the raster on the grid ({verdicts[1].seconds:.2f} s)")
-    return None
+    halves = next(iter(cuts(fn, hook, max_programs)), None)
+    if halves is None:
+        return None
+    verdicts = []
+    for source, signature in [halves.order, halves.raster] + ([halves.sizes] if halves.sizes else []):
+        try:
+            part = static_check(source, signature)
+        except RemapRejected:
+            return None
+        verdicts.append(prove_checked(part, source, signature, die_counts, time_limit_s, max_programs, compose=False))
+        if not verdicts[-1].proven:
+            return None
+    sizes = halves.order[1].sizes
+    taken = (f", taking {', '.join(f'`{s}`' for s in sizes)} as sizes in [1, {max_programs:,}] "
+             f"({verdicts[2].seconds:.2f} s to prove that range)" if sizes else "")
+    return ProofVerdict(
+        status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
+        time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
+        method=f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
+               f"({verdicts[0].seconds:.2f} s){taken}, the raster on the grid ({verdicts[1].seconds:.2f} s)")
 
 
 def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
@@ -65,8 +64,7 @@ def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_cou
     The budget is counted work, time_limit_s * WORK_PER_S z3 resource units, so that the verdict
     does not depend on the machine's load; each die count gets an equal share of what the ones
     before it left (a few die counts are hard: 8 and 16 cost the XCD-contiguous order 5-8 times
-    what 1, 2 and 4 do). The wall clock is
-    only a backstop, BACKSTOP_FACTOR times the limit. The first counterexample ends the proof; an
+    what 1, 2 and 4 do). The wall clock is only a backstop, BACKSTOP_FACTOR times the limit. The first counterexample ends the proof; an
     unknown die count does not, so a counterexample at a later one is still found.
     """
     started = time.perf_counter()
