@@ -16,7 +16,7 @@ from swizzleperf import plots, source_text
 from swizzleperf.bijectivity import logical_ids
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.grouping import grouping_sentence
-from swizzleperf.history import Attempt, History, slower_reason
+from swizzleperf.history import Attempt, History, slower_reason, within_noise
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.timer import speedup
 from swizzleperf.proof_status import docstring_line, proof_tag
@@ -134,6 +134,8 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
                 f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points"
                 + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
                    is not None else ")."), ""]
+        if (noise := within_noise(best, baseline)) is not None:
+            out += [f"The gain: {noise}.", ""]
         out += [f"Bounds: {bounds_text(best.report)}.", ""]
         if _bijectivity_data(best).get("proof_text"):
             out += [f"Bijectivity of the best remap: {_bijectivity_data(best)['proof_text']}.", ""]

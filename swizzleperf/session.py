@@ -20,7 +20,7 @@ from rich.progress import Progress, TaskID
 from swizzleperf import hardware
 from swizzleperf.errors import ContractError, RunError
 from swizzleperf.evaluate import CandidateEvaluator
-from swizzleperf.history import Attempt, History, Stage
+from swizzleperf.history import Attempt, History, Stage, within_noise
 from swizzleperf.kernel import find_kernel, load_kernel
 from swizzleperf.executors import Candidate, Executor, make_executor
 from swizzleperf.optimize import DEFAULT_BATCH, LoopSettings, Observer, finish, reopen_kernel, run_loop, start_run
@@ -268,6 +268,8 @@ def _summarise(console: Console, run: RunDir, history: History) -> None:
             f"{ceiling_text(rec.ceiling_pct)}"
             + (f"; achievable {best.report.achievable_pct:.2f}%" if best.report.achievable_pct is not None else ""),
             highlight=False)
+        if (noise := within_noise(best, baseline)) is not None:
+            console.print(f"[yellow]{noise}[/]", highlight=False)
     if best and baseline and best.report and baseline.report and best.report.timing and baseline.report.timing:
         from swizzleperf.profilers.timer import speedup
         ratio, low, high = speedup(baseline.report.timing, best.report.timing)

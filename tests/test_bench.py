@@ -218,3 +218,15 @@ def test_other_sizes_carry_the_speedup_where_the_profiler_times(tmp_path, monkey
     assert rows16.status == "profiled" and rows16.speedup.l2_state == "flushed"
     assert (rows16.speedup.ratio, rows16.speedup.low, rows16.speedup.high) == (2.1 / 1.6, 2.0 / 1.7, 2.2 / 1.5)
     assert rows16.cell() == "rows16: 40.00 -> 90.00 (ceiling n/a, 1.312x [1.176-1.467])"
+
+
+def test_the_recorded_bench_marks_softmaxs_noise_level_gain_and_not_gemms():
+    from swizzleperf.bench.output import row_cells, to_markdown
+
+    # bench softmax gemm attention --profiler ncu on two H100s (benchmarks/multi_gpu.py)
+    recorded = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded" / "multi-gpu-h100x2"
+    report = BenchReport.model_validate_json((recorded / "bench-2gpu" / "bench" / "bench.json").read_text())
+    softmax, gemm = report.kernels
+    assert row_cells(softmax, "; ")[6] == "+0.04 (within noise)"  # xcd_chunked(chunk=2, dies=2), 0.999x
+    assert row_cells(gemm, "; ")[6] == "+18.78"
+    assert "(within noise) is smaller than the ncu run-to-run movement" in to_markdown(report)

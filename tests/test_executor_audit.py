@@ -96,3 +96,4 @@ def test_the_recorded_two_h100_runs_never_shared_a_gpu_and_match_the_one_gpu_run
     assert shared_gpu(kernels_two) == [] and peak_concurrency(kernels_two) == 2
     for a, b in zip(bench_two, bench_one):
         assert compare_attempts(a.load_history().attempts, b.load_history().attempts, tolerance_pts=1.0).identical
+

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from swizzleperf.bench.records import BenchReport, KernelResult
+from swizzleperf.history import RUN_TO_RUN_PTS
 from swizzleperf.report import Source
 
 # --- output -----------------------------------------------------------------------------------------
@@ -29,9 +30,11 @@ def row_cells(result: KernelResult, separator: str) -> list[str]:
     if result.status == "failed":
         return [result.kernel, "", "", "", "", "", "", "", "", "", f"failed: {result.error}", ""]
     ceiling = _pct(result.ceiling_pct) if result.ceiling_pct is not None else "n/a (counters)"
+    noise = RUN_TO_RUN_PTS.get(result.source or "")
+    gain = f"{result.improvement_pts:+.2f}" + (" (within noise)" if noise and abs(result.improvement_pts) < noise else "")
     speedup = result.speedup.cell() if result.speedup else "n/a (not timed)"
     return [result.kernel, result.size or "", _source_text(result.source), _pct(result.baseline_hit_pct),
-            _pct(result.best_hit_pct), ceiling, f"{result.improvement_pts:+.2f}", speedup, str(result.best_iteration),
+            _pct(result.best_hit_pct), ceiling, gain, speedup, str(result.best_iteration),
             f"{result.seconds_to_best:.1f}", result.best_family or "",
             separator.join(s.cell() for s in result.other_sizes) or "(no other sizes)"]
 
@@ -46,6 +49,9 @@ def _header(report: BenchReport) -> str:
             f"cached, else estimated from the run's accesses per program) with a "
             f"{report.capture_timeout_s:g} s capture time box. "
             + ("" if report.other_sizes is None else f"Other sizes limited to {', '.join(report.other_sizes)}. ")
+            + (f"An improvement marked (within noise) is smaller than the {report.profiler} run-to-run movement of "
+               f"one remap's read hit rate ({RUN_TO_RUN_PTS[report.profiler]} points): not a measured one. "
+               if report.profiler in RUN_TO_RUN_PTS else "")
             + ("" if report.complete else f"PARTIAL: {len(report.kernels)} of {report.kernels_planned} kernels "
                                           f"finished so far. ")
             + f"Total wall time {report.total_seconds:.1f} s ({report.total_seconds / 60:.1f} min).")
