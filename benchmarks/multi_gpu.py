@@ -14,7 +14,8 @@ each kernel's), the most that ran at once, the wall-time ratio, and whether the 
 attempts apart from timings (proposals, stages and verdicts exactly; ncu's hit rates within its
 run-to-run noise, the largest difference printed). The sides can run in separate calls (`--gpus 2`,
 then `--gpus 1`) and be audited anywhere later with `--audit`. Needs torch (CUDA), triton, ncu and, for
-Ray, `ray`. Writes OUT/summary.md.
+Ray, `ray` (on a machine that cannot fetch it, carry what benchmarks/gpu_wheels.sh builds). Writes
+OUT/summary.md.
 """
 
 from __future__ import annotations
