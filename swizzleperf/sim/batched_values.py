@@ -123,3 +123,8 @@ def lazy_split(method: Callable, lazy: type) -> Callable:
             return method(self, val)
         return lazy(lambda: method(self, val)[0], [val]), lazy(lambda: method(self, val)[1], [val])
     return wrapper
+
+
+def for_programs(a: np.ndarray, q: int) -> np.ndarray:
+    """`a` with its trailing program axis broadcast to `q` programs (a shared value's axis is 1)."""
+    return np.broadcast_to(a, (*a.shape[:-1], q))
