@@ -19,8 +19,6 @@ from swizzleperf.untrusted import MAX_SOURCE_CHARS, echo, show_int
 MAX_NODES = 4_000
 MAX_DEPTH = 100  # syntax-tree nesting; keeps every recursive walk far from Python's recursion limit
 LOOP_TRIP_CAP = 64  # most loop-body executions per program, nested loops multiplied
-# The evaluating child's address space: the suite's hooks peak at 190-225 MB on their ~1M-program grids
-# (70-106 MB resident), so this leaves room for many intermediates and keeps any candidate under 1 GB.
 _REASON_CHARS = 600  # a reason quotes candidate text: bounded, with the full length said
 
 # Calls a candidate may make: builtins by name, `tl.` functions by attribute, with their arity.
