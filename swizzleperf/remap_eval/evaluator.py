@@ -21,6 +21,9 @@ from swizzleperf.untrusted import show_int
 
 
 class _Evaluator(Expressions):
+    """One hook over every program of one grid: each statement on the lanes still running, `return`
+    retiring the lanes that reach it."""
+
     def __init__(self, fn: ast.FunctionDef, hook: HookSignature, grid: tuple[int, ...], constexprs: dict[str, int]):
         self.fn = fn
         self.hook = hook
