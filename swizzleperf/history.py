@@ -121,14 +121,21 @@ def slower_reason(attempt: Attempt, baseline: Attempt | None) -> str | None:
     return None
 
 
+def gain_noise(source: str | None, gain_pts: float) -> float | None:
+    """The counters' run-to-run movement when a gain of `gain_pts` measured by `source` is smaller than
+    it (None if the gain is larger, or the source has no such noise, as the simulator has not)."""
+    noise = RUN_TO_RUN_PTS.get(source or "")
+    return noise if noise is not None and abs(gain_pts) < noise else None
+
+
 def within_noise(best: Attempt, baseline: Attempt | None) -> str | None:
     """Why a measured gain over the kernel's own remap is no gain (None if it is one, or is predicted):
     smaller than the counters' run-to-run movement."""
     if baseline is None or best is baseline or best.report is None or baseline.report is None:
         return None
-    noise = RUN_TO_RUN_PTS.get(best.report.source)
     gain = best.report.hit_pct - baseline.report.hit_pct
-    if noise is None or abs(gain) >= noise:
+    noise = gain_noise(best.report.source, gain)
+    if noise is None:
         return None
     return (f"{gain:+.2f} points is within {best.report.source}'s run-to-run noise (one remap's read hit rate moved "
             f"up to {noise} points between identical runs on an H100): not a measured improvement")

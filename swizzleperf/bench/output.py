@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from swizzleperf.bench.records import BenchReport, KernelResult
-from swizzleperf.history import RUN_TO_RUN_PTS
+from swizzleperf.history import RUN_TO_RUN_PTS, gain_noise
 from swizzleperf.report import Source
 
 # --- output -----------------------------------------------------------------------------------------
@@ -30,8 +30,8 @@ def row_cells(result: KernelResult, separator: str) -> list[str]:
     if result.status == "failed":
         return [result.kernel, "", "", "", "", "", "", "", "", "", f"failed: {result.error}", ""]
     ceiling = _pct(result.ceiling_pct) if result.ceiling_pct is not None else "n/a (counters)"
-    noise = RUN_TO_RUN_PTS.get(result.source or "")
-    gain = f"{result.improvement_pts:+.2f}" + (" (within noise)" if noise and abs(result.improvement_pts) < noise else "")
+    noisy = gain_noise(result.source, result.improvement_pts) is not None
+    gain = f"{result.improvement_pts:+.2f}" + (" (within noise)" if noisy else "")
     speedup = result.speedup.cell() if result.speedup else "n/a (not timed)"
     return [result.kernel, result.size or "", _source_text(result.source), _pct(result.baseline_hit_pct),
             _pct(result.best_hit_pct), ceiling, gain, speedup, str(result.best_iteration),

@@ -55,20 +55,21 @@ class Domain:
 
     @classmethod
     def make(cls, kind: str, hook: HookSignature, max_programs: int, ctx: z3.Context) -> Domain:
-        if kind == "int":
-            extents = [z3.Int(f"grid_{name}", ctx) for name in hook.grid_params]
-            indices = extents
-        else:
-            extents = [z3.BitVec(f"grid_{name}", GRID_BITS, ctx) for name in hook.grid_params]
-            indices = [z3.ZeroExt(INDEX_BITS - GRID_BITS, e) for e in extents]
         make = (lambda n: z3.Int(n, ctx)) if kind == "int" else (lambda n: z3.BitVec(n, GRID_BITS, ctx))
+        extents = [make(f"grid_{name}") for name in hook.grid_params]
         sizes = [make(f"size_{name}") for name in sizes_of(hook)]
+        indices = extents if kind == "int" else [z3.ZeroExt(INDEX_BITS - GRID_BITS, e) for e in extents]
         constraints = [z3.And(e >= 1, e <= max_programs) for e in [*extents, *sizes]]
         total = indices[0]
         for index in indices[1:]:  # bound each partial product, so none is unbounded (or wraps)
             total = total * index
             constraints.append(total <= max_programs)
         return cls(kind, ctx, extents, indices, total, constraints, max_programs, sizes)
+
+    @property
+    def bounded(self) -> list:
+        """The inputs in [1, max_programs]: the extents, then any sizes."""
+        return [*self.extents, *self.sizes]
 
     def inputs(self, hook: HookSignature, pid: z3.ExprRef) -> dict:
         """The hook's run-time parameters: its program id, the extents and any sizes."""

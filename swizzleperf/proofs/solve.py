@@ -135,7 +135,7 @@ class Prover:
             return None
         if key in self.refuted_abstractions:
             return UNDECIDED
-        answer = solve(formulas, [*self.domain.extents, *self.domain.sizes, *self.pids],
+        answer = solve(formulas, [*self.domain.bounded, *self.pids],
                        min(self.budget.work, int(self.slice * weight)),
                        hints, backstop)
         self.budget.work -= answer.work
@@ -155,7 +155,7 @@ class Prover:
         """Interval bounds of the inputs, by term id: every program id and extent."""
         top = self.domain.max_programs
         return {**{p.get_id(): (0, top - 1) for p in self.pids},
-                **{e.get_id(): (1, top) for e in [*self.domain.extents, *self.domain.sizes]}}
+                **{e.get_id(): (1, top) for e in self.domain.bounded}}
 
     def holds(self, copy: Copy) -> list:
         """What query (1) proved of every program, once it holds: no violation, results in the grid."""
@@ -194,7 +194,7 @@ class Prover:
         if self.domain.kind == "int":  # interval lemmas from the domain's bounds
             top = self.domain.max_programs
             known = {copy.pid.get_id(): (0, top - 1),
-                     **{e.get_id(): (1, top) for e in [*self.domain.extents, *self.domain.sizes]}}
+                     **{e.get_id(): (1, top) for e in self.domain.bounded}}
         return make_cut(terms, tag, lambda ts: self.proven_lemmas(copy, ts), known)
 
     def proven_lemmas(self, copy: Copy, terms: list) -> list:
