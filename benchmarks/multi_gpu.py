@@ -1,6 +1,6 @@
 """Parallel GPU evaluation: the same optimize and bench on one GPU and on every GPU of this host.
 
-    python benchmarks/multi_gpu.py OUT [--only optimize|bench] [--gpus N ...] [--executor ray|pool]
+    python benchmarks/multi_gpu.py OUT [--only optimize|bench] [--gpus N ...] [--together] [--executor ray|pool]
                                        [--timeout S] [--other-sizes SIZES]
     python benchmarks/multi_gpu.py OUT --audit            the summary of what OUT holds, running nothing
 
@@ -13,7 +13,9 @@ profiles, whether two profiles ever shared a GPU (from each attempt's device, st
 each kernel's), the most that ran at once, the wall-time ratio, and whether the sides recorded the same
 attempts apart from timings (proposals, stages and verdicts exactly; ncu's hit rates within its
 run-to-run noise, the largest difference printed). The sides can run in separate calls (`--gpus 2`,
-then `--gpus 1`) and be audited anywhere later with `--audit`. Needs torch (CUDA), triton, ncu and, for
+then `--gpus 1`) and be audited anywhere later with `--audit`; `--together` runs them at the same time,
+each on GPUs of its own (side N on the next N GPUs), so that one call on one host measures all of them
+(four GPUs: 2 and 1, with one to spare; each ncu profile flushes and reads only its own GPU). Needs torch (CUDA), triton, ncu and, for
 Ray, `ray` (on a machine that cannot fetch it, carry what benchmarks/gpu_wheels.sh builds). Writes
 OUT/summary.md.
 """
@@ -44,25 +46,51 @@ def gpu_count() -> int:
     return torch.cuda.device_count()
 
 
-def run(command: str, gpus: int, options: argparse.Namespace) -> None:
-    """One command on the first `gpus` GPUs, into OUT/<command>-<gpus>gpu/ with its wall time."""
-    where = options.out / f"{command}-{gpus}gpu"
+def start(command: str, devices: list[int], options: argparse.Namespace) -> tuple[subprocess.Popen, dict]:
+    """One command on `devices`, into OUT/<command>-<N>gpu/; the running process and its wall record."""
+    where = options.out / f"{command}-{len(devices)}gpu"
     where.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "swizzleperf", *COMMANDS[command], "--runs-dir", str(where / "runs")]
-    args += ["--ray", "auto"] if options.executor == "ray" else ["--workers", str(gpus)]
+    args += ["--ray", "auto"] if options.executor == "ray" else ["--workers", str(len(devices))]
     if command == "bench":
         args += ["--out", str(where / "bench")] + (["--other-sizes", options.other_sizes] if options.other_sizes else [])
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus))),
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices)),
            "TRITON_CACHE_DIR": str(where / "triton-cache")}
-    t0 = time.perf_counter()
-    with open(where / "console.log", "w") as log:
-        try:
-            code = subprocess.run(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=options.timeout).returncode
-        except subprocess.TimeoutExpired:
-            code = f"timed out at {options.timeout:.0f} s"
-    wall = {"gpus": gpus, "seconds": time.perf_counter() - t0, "exit": code, "command": " ".join(args[3:])}
+    log = open(where / "console.log", "w")
+    process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    wall = {"gpus": len(devices), "devices": devices, "together": options.together, "command": " ".join(args[3:]),
+            "where": str(where), "started": time.perf_counter()}
+    return process, wall
+
+
+def finish(process: subprocess.Popen, wall: dict, deadline: float) -> None:
+    """Wait for one side until `deadline` (perf_counter), then write its wall.json."""
+    try:
+        code: int | str = process.wait(timeout=max(deadline - time.perf_counter(), 0.0))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        code = f"timed out at {deadline - wall['started']:.0f} s"
+    where, started = Path(wall.pop("where")), wall.pop("started")
+    wall = {**wall, "seconds": time.perf_counter() - started, "exit": code}
     (where / "wall.json").write_text(json.dumps(wall, indent=1))
+
+
+def run_sides(command: str, counts: list[int], options: argparse.Namespace) -> None:
+    """Each side of `command`: one after the other on the first N GPUs, or (--together) all at once, each
+    on GPUs of its own, so that one call on one host measures every side."""
+    if not options.together:
+        for gpus in counts:
+            process, wall = start(command, list(range(gpus)), options)
+            finish(process, wall, time.perf_counter() + options.timeout)
+        return
+    running, first = [], 0
+    for gpus in counts:
+        running.append(start(command, list(range(first, first + gpus)), options))
+        first += gpus
+    deadline = time.perf_counter() + options.timeout
+    for process, wall in running:
+        finish(process, wall, deadline)
 
 
 def sides(out: Path, command: str) -> list[dict]:
@@ -104,7 +132,10 @@ def audit(out: Path, command: str) -> list[str]:
         many, one = readable[0], readable[-1]
         finished = all(side["exit"] == 0 for side in (many, one))
         lines += [f"Wall time, {one['gpus']} GPU(s) / {many['gpus']} GPUs: {one['seconds'] / many['seconds']:.2f}x"
-                  + ("" if finished else " (not a speed-up: a side did not finish)") + ".", ""]
+                  + ("" if finished else " (not a speed-up: a side did not finish)")
+                  + ("; the sides ran at the same time, on GPUs "
+                     + " and ".join(",".join(map(str, side["devices"])) for side in (many, one))
+                     if many.get("together") else "") + ".", ""]
         for a, b in zip(many["runs"], one["runs"]):
             result = compare_attempts(a.load_history().attempts, b.load_history().attempts, NCU_NOISE_PTS)
             verdict = "identical apart from timings" if result.identical else "; ".join(result.differences[:4])
@@ -119,21 +150,26 @@ def main() -> int:
     parser.add_argument("--only", choices=sorted(COMMANDS), action="append")
     parser.add_argument("--gpus", type=int, action="append", help="run on the first N GPUs (default: all, then 1)")
     parser.add_argument("--executor", choices=["ray", "pool"], default="ray")
+    parser.add_argument("--together", action="store_true",
+                        help="run the sides at the same time on disjoint GPUs (default: N-1 GPUs and 1)")
     parser.add_argument("--timeout", type=float, default=580.0, help="seconds per run")
     parser.add_argument("--other-sizes", help="bench's --other-sizes (default: every other declared size)")
     parser.add_argument("--audit", action="store_true", help="run nothing: summarise what OUT holds")
     options = parser.parse_args()
     commands = options.only or list(COMMANDS)
+    if options.audit and not options.out.is_dir():
+        print(f"{options.out}: no such directory (it is what a run without --audit writes)", file=sys.stderr)
+        return 2
     if not options.audit:
         available = gpu_count()
-        counts = options.gpus or [available, 1]
-        if available < 2 or max(counts) > available:
-            print(f"this host has {available} GPU(s): the comparison needs two or more, and at most that many",
-                  file=sys.stderr)
+        counts = options.gpus or ([available - 1, 1] if options.together else [available, 1])
+        needed = sum(counts) if options.together else max(counts)
+        if available < 2 or needed > available:
+            print(f"this host has {available} GPU(s): the comparison needs two or more, and {needed} for "
+                  f"--gpus {counts}" + (" side by side" if options.together else ""), file=sys.stderr)
             return 2
         for command in commands:
-            for gpus in counts:
-                run(command, gpus, options)
+            run_sides(command, counts, options)
     summary = ["# Parallel GPU evaluation", ""] + [line for command in commands for line in audit(options.out, command)]
     (options.out / "summary.md").write_text("\n".join(summary))
     print("\n".join(summary), flush=True)
