@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 
 from swizzleperf.executors.audit import bench_records, compare_attempts, optimize_records, peak_concurrency, shared_gpu
+from swizzleperf.history import RUN_TO_RUN_PTS
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
     "optimize": ["optimize", "kernels/gemm.py", "--profiler", "ncu", "-n", "8", "--no-library"],
     "bench": ["bench", "softmax", "gemm", "attention", "--profiler", "ncu", "-n", "4"],
 }
-NCU_NOISE_PTS = 1.0  # read hit rates of one remap moved up to ~0.3 points between ncu runs (fidelity repeats)
 
 
 def gpu_count() -> int:
@@ -137,7 +137,7 @@ def audit(out: Path, command: str) -> list[str]:
                      + " and ".join(",".join(map(str, side["devices"])) for side in (many, one))
                      if many.get("together") else "") + ".", ""]
         for a, b in zip(many["runs"], one["runs"]):
-            result = compare_attempts(a.load_history().attempts, b.load_history().attempts, NCU_NOISE_PTS)
+            result = compare_attempts(a.load_history().attempts, b.load_history().attempts, RUN_TO_RUN_PTS["ncu"])
             verdict = "identical apart from timings" if result.identical else "; ".join(result.differences[:4])
             lines.append(f"- {a.record.kernel.name}: {result.compared} attempts compared: {verdict} (measured hit "
                          f"rates at most {result.max_hit_difference_pts:.2f} points apart)")

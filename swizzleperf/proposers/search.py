@@ -2,7 +2,9 @@
 
 It first tries every family once at a default parameter (in an order fixed by the seed),
 then spends the remaining iterations on the parameters of whichever family has done best so
-far, nearest neighbours first. All of its state is derived from the history it is shown, so
+far, nearest neighbours first. Under counters that move between identical runs (ncu), families
+within that movement of the best are tied and refined in the seeded order, so that noise does not
+steer the search (and two runs of one request propose the same remaps). All of its state is derived from the history it is shown, so
 a resumed run proposes exactly what the original run would have proposed next.
 """
 
@@ -10,14 +12,18 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 from swizzleperf.families import FamilyInstance
 from swizzleperf.hardware import HardwareSpec
+from swizzleperf.history import RUN_TO_RUN_PTS
 from swizzleperf.kernel import HookSignature, KernelFile, LoopOrderSignature
 from swizzleperf.proposers.base import AttemptView, Proposal, ProposalContext, batch_of
 from swizzleperf.remap import normalise
 
+T = TypeVar("T")
 _CHUNKS = (2, 4, 8, 16, 32, 64, 128)
 _GROUPS = (2, 4, 8, 16, 32)
 _VIRTUAL_DIES = (2, 4, 8, 16)  # on one shared L2 a "die" count is just a stride of the reorder
@@ -114,17 +120,18 @@ class SearchProposer:
             if not any(tried(i) for i in space[family]):
                 return self._proposal(space[family][0], context, f"explore: first try of family {family}")
 
-        ranked = sorted(order, key=lambda f: -max(score(i) for i in space[f]))
-        for family in ranked:  # exploit: neighbours of the best instance of the best family
-            best = max(space[family], key=score)
+        noise = RUN_TO_RUN_PTS.get(context.baseline.source, 0.0)
+        for family in _leaders(order, lambda f: max(score(i) for i in space[f]), noise):
+            best = _leaders(space[family], score, noise)[0]  # exploit: neighbours of the best family's best
             if score(best) < 0:
                 continue  # never worked: not worth refining
             untried = sorted((i for i in space[family] if not tried(i)),
                              key=lambda i: (_distance(i, best), space[family].index(i)))
             if untried:
+                tie = f", within {context.baseline.source}'s run-to-run noise of the top" if noise else ""
                 return self._proposal(
                     untried[0], context, f"exploit: {family} is the best family so far ({best.label} at "
-                                         f"{score(best):.2f}%); trying its nearest untried neighbour")
+                                         f"{score(best):.2f}%{tie}); trying its nearest untried neighbour")
         return None
 
     def propose_batch(self, context: ProposalContext, n: int) -> list[Proposal]:
@@ -144,6 +151,15 @@ class SearchProposer:
     def _proposal(self, instance: FamilyInstance, context: ProposalContext, why: str) -> Proposal:
         return Proposal(source=render(instance, context.kernel), family=instance.label, rationale=why,
                         origin="search")
+
+
+def _leaders(items: list[T], score: Callable[[T], float], noise: float) -> list[T]:
+    """`items` best score first, except that those within the counters' run-to-run `noise` of the top come
+    first in their given order: a difference measurement noise can reverse does not choose what is refined
+    (the simulator has none, so there it is only the order of exact ties)."""
+    top = max(score(item) for item in items)
+    tied = [item for item in items if top - score(item) <= noise]
+    return tied + sorted((item for item in items if item not in tied), key=lambda item: -score(item))
 
 
 def _scores_by_code(history: tuple[AttemptView, ...]) -> dict[str, float]:
