@@ -97,3 +97,18 @@ def test_the_recorded_two_h100_runs_never_shared_a_gpu_and_match_the_one_gpu_run
     for a, b in zip(bench_two, bench_one):
         assert compare_attempts(a.load_history().attempts, b.load_history().attempts, tolerance_pts=1.0).identical
 
+
+
+def test_the_recorded_h200_bench_ran_both_sides_at_once_on_their_own_gpus_with_the_same_attempts():
+    # benchmarks/multi_gpu.py --together on a host with four H200s: bench on GPUs 0 and 1, and on GPU 2,
+    # in one call; every kernel finished on both sides
+    recorded = RECORDED.parent / "multi-gpu-h200x4"
+    two, kernels_two = bench_records(recorded / "bench-2gpu" / "bench" / "bench.json")
+    one, kernels_one = bench_records(recorded / "bench-1gpu" / "bench" / "bench.json")
+    assert [r.record.kernel.name for r in two] == [r.record.kernel.name for r in one] == ["softmax", "gemm", "attention"]
+    assert shared_gpu(kernels_two + kernels_one) == []  # not within a side, nor across the two
+    assert {s.gpu for s in kernels_two} == {"vm GPU 0", "vm GPU 1"} and {s.gpu for s in kernels_one} == {"vm GPU 2"}
+    assert peak_concurrency(kernels_two) == 2 and peak_concurrency(kernels_one) == 1
+    for a, b in zip(two, one):
+        result = compare_attempts(a.load_history().attempts, b.load_history().attempts, tolerance_pts=1.3)
+        assert result.identical and result.compared == 5, result.differences
