@@ -2,6 +2,7 @@
 
     python benchmarks/fidelity.py measure OUT.json [--kernels K ...]   # on an NVIDIA GPU with ncu
     python benchmarks/fidelity.py compare OUT.json [--hardware h100] [--repeats OUT2.json ...]  # anywhere
+    python benchmarks/fidelity.py merge OUT.json PART.json ... [--kernels K ...]  # parts measured side by side
 
 `measure` profiles every suite kernel at its default size (attention at mha64_4k) under the
 identity, the recorded best remap and the search space's family defaults (one ncu run per kernel,
@@ -144,6 +145,21 @@ def cmd_from_raw(args) -> int:
     return 0
 
 
+def cmd_merge(args) -> int:
+    """One measurement from parts of one run measured side by side, one `measure --kernels` per GPU."""
+    from swizzleperf.fidelity.records import Measurement, merged
+
+    parts = [Measurement.model_validate_json(Path(p).read_text()) for p in args.parts]
+    try:
+        result = merged(parts, order=(*SUITE, *OUTSIDE), keep=tuple(args.kernels))
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    Path(args.out).write_text(result.model_dump_json(indent=1))
+    print(f"wrote {args.out}: {len(result.kernels)} kernels from {len(parts)} parts ({result.device})")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -166,8 +182,12 @@ def main() -> int:
     r.add_argument("--hardware", default="h100")
     r.add_argument("--device", required=True)
     r.add_argument("--tool", required=True)
+    g = sub.add_parser("merge", help="one measurement from parts measured side by side (one per GPU)")
+    g.add_argument("out")
+    g.add_argument("parts", nargs="+")
+    g.add_argument("--kernels", nargs="*", default=[], help="keep only these (default: all)")
     args = parser.parse_args()
-    return {"measure": cmd_measure, "compare": cmd_compare, "from-raw": cmd_from_raw}[args.command](args)
+    return {"measure": cmd_measure, "compare": cmd_compare, "from-raw": cmd_from_raw, "merge": cmd_merge}[args.command](args)
 
 
 if __name__ == "__main__":

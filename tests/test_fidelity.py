@@ -8,7 +8,7 @@ from swizzleperf.fidelity.compare import (
     KernelComparison, RemapComparison, averaged, hardware_for, measured_lookup_hit_pct, measured_read_hit_pct,
     measured_resources, reproducibility, same_remaps, spearman)
 from swizzleperf.fidelity.measure import fidelity_remaps, kernel_record
-from swizzleperf.fidelity.records import Measurement
+from swizzleperf.fidelity.records import Measurement, merged
 from swizzleperf.hardware import PRESETS
 from swizzleperf.kernel import load_kernel
 from swizzleperf.profilers import ncu
@@ -69,7 +69,8 @@ def test_merged_requests_are_served_reads_so_the_rate_follows_dram_traffic():
     assert measured_read_hit_pct(oldest) == pytest.approx(measured_lookup_hit_pct(col))
 
 
-@pytest.mark.parametrize("recording", ["measured-h100-ncu2025.3.json", "measured-h100-outside-suite.json"])
+@pytest.mark.parametrize("recording", ["measured-h100-ncu2025.3.json", "measured-h100-outside-suite.json",
+                                       "measured-h200-ncu2025.3.json", "measured-h200-outside-suite.json"])
 def test_every_measured_read_hit_rate_is_a_rate_and_writes_always_hit(recording):
     for record in Measurement.model_validate_json((FIXTURES / recording).read_text()).kernels:
         for remap in record.remaps:
@@ -136,3 +137,17 @@ def test_repeated_recordings_are_averaged_and_their_own_disagreement_is_reported
     assert noise.worst_rank_correlation == pytest.approx(0.6606, abs=1e-4)
     assert noise.largest_difference == pytest.approx(0.575, abs=1e-3)
     assert not same_remaps(recordings[0], recordings[0].model_copy(update={"remaps": recordings[0].remaps[:-1]}))
+
+
+def test_parts_of_one_run_measured_side_by_side_merge_into_one_measurement_in_suite_order():
+    """The H200 recording was measured as four parts, one per GPU of one host, then merged."""
+    whole = Measurement.model_validate_json((FIXTURES / "measured-h200-ncu2025.3.json").read_text())
+    parts = [whole.model_copy(update={"kernels": whole.kernels[i::3]}) for i in (2, 0, 1)]
+    order = tuple(k.kernel for k in whole.kernels)
+    assert merged(parts, order=order) == whole
+    assert [k.kernel for k in merged(parts, order=order, keep=("spmv", "gemm")).kernels] == ["gemm", "spmv"]
+    with pytest.raises(ValueError, match="more than one part: gemm"):
+        merged([parts[2], whole.model_copy(update={"kernels": [whole.kernels[1]]})], order=order)
+    h100 = _measurement()
+    with pytest.raises(ValueError, match="different set-ups"):
+        merged([parts[0], h100.model_copy(update={"kernels": []})])
