@@ -2,7 +2,7 @@
 
 A candidate is the source text of the kernel's remap hook, written by an LLM or a search, so it
 is untrusted. It is never executed in this process: `static_check` only parses it and admits a
-small integer subset of Triton (listed in `static_check`, walked by `remap_subset`). Everything that needs values
+small integer subset of Triton (listed in `static_check`, walked by `remap.subset`). Everything that needs values
 (swizzleperf.bijectivity) runs `swizzleperf.remap_eval`, an AST interpreter over numpy arrays
 with no exec, in a time-limited child process.
 """
@@ -14,7 +14,7 @@ import ast
 from swizzleperf import untrusted
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
-from swizzleperf.remap_subset import (
+from swizzleperf.remap.subset import (
     LOOP_TRIP_CAP, SubsetChecker, body_terminates, depth, hook_body, is_docstring, reject, trip_count)
 from swizzleperf.untrusted import MAX_SOURCE_CHARS, echo
 

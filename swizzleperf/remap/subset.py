@@ -1,7 +1,7 @@
 """The remap subset: what a candidate hook may contain, and why anything else is rejected.
 
 A walk over the hook's syntax tree in source order (`SubsetChecker`), raising RemapRejected("static",
-why) at the first construct outside a small integer subset of Triton; remap.static_check runs it
+why) at the first construct outside a small integer subset of Triton; `static_check` (this package's __init__) runs it
 after the checks of the module and the signature.
 """
 
