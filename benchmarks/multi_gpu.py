@@ -15,7 +15,8 @@ attempts apart from timings (proposals, stages and verdicts exactly; ncu's hit r
 run-to-run noise, the largest difference printed). The sides can run in separate calls (`--gpus 2`,
 then `--gpus 1`) and be audited anywhere later with `--audit`; `--together` runs them at the same time,
 each on GPUs of its own (side N on the next N GPUs), so that one call on one host measures all of them
-(four GPUs: 2 and 1, with one to spare; each ncu profile flushes and reads only its own GPU). Needs torch (CUDA), triton, ncu and, for
+(four GPUs: 2 and 1, with one to spare; each ncu profile flushes and reads only its own GPU).
+Needs torch (CUDA), triton, ncu and, for
 Ray, `ray` (on a machine that cannot fetch it, carry what benchmarks/gpu_wheels.sh builds). Writes
 OUT/summary.md.
 """
@@ -56,8 +57,8 @@ def start(command: str, devices: list[int], options: argparse.Namespace) -> tupl
         args += ["--out", str(where / "bench")] + (["--other-sizes", options.other_sizes] if options.other_sizes else [])
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices)),
            "TRITON_CACHE_DIR": str(where / "triton-cache")}
-    log = open(where / "console.log", "w")
-    process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(where / "console.log", "w") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     wall = {"gpus": len(devices), "devices": devices, "together": options.together, "command": " ".join(args[3:]),
             "where": str(where), "started": time.perf_counter()}
     return process, wall

@@ -4,7 +4,8 @@ It first tries every family once at a default parameter (in an order fixed by th
 then spends the remaining iterations on the parameters of whichever family has done best so
 far, nearest neighbours first. Under counters that move between identical runs (ncu), families
 within that movement of the best are tied and refined in the seeded order, so that noise does not
-steer the search (and two runs of one request propose the same remaps). All of its state is derived from the history it is shown, so
+steer the search (and two runs of one request propose the same remaps). All of its state is
+derived from the history it is shown, so
 a resumed run proposes exactly what the original run would have proposed next.
 """
 
@@ -121,6 +122,7 @@ class SearchProposer:
                 return self._proposal(space[family][0], context, f"explore: first try of family {family}")
 
         noise = RUN_TO_RUN_PTS.get(context.baseline.source, 0.0)
+        top = max(score(i) for f in order for i in space[f])
         for family in _leaders(order, lambda f: max(score(i) for i in space[f]), noise):
             best = _leaders(space[family], score, noise)[0]  # exploit: neighbours of the best family's best
             if score(best) < 0:
@@ -128,7 +130,8 @@ class SearchProposer:
             untried = sorted((i for i in space[family] if not tried(i)),
                              key=lambda i: (_distance(i, best), space[family].index(i)))
             if untried:
-                tie = f", within {context.baseline.source}'s run-to-run noise of the top" if noise else ""
+                tie = (f", within {context.baseline.source}'s run-to-run noise ({noise} points) of the top, "
+                       f"{top:.2f}%" if score(best) < top else "")
                 return self._proposal(
                     untried[0], context, f"exploit: {family} is the best family so far ({best.label} at "
                                          f"{score(best):.2f}%{tie}); trying its nearest untried neighbour")
