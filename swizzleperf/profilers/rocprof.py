@@ -235,11 +235,34 @@ def counters_report(counters: RocprofCounters, *, hw: HardwareSpec, kernel_name:
     """Turn the parsed dispatches into a report: the last `iters` dispatches, per launch."""
     if not counters.dispatches:
         raise ProfilerError("rocprofv3 recorded no dispatch of the kernel")
-    found = len(counters.dispatches)
     kept = counters.last(iters)
     n = len(kept.dispatches)
-    names = sorted({d.kernel_name for d in kept.dispatches})
     hits, misses = kept.hits, kept.misses
+    notes = _dispatch_notes(counters, kept, iters, l2_state, expected_programs)
+    if num_xcc:
+        distinct = sorted(set(num_xcc))
+        notes.append(f"GPU reports Num_Xcc={'/'.join(map(str, distinct))} (agent_info)")
+        if hw.num_domains not in distinct:
+            notes.append(f"WARNING: the hardware spec {hw.name} has {hw.num_domains} L2 domains but the GPU reports "
+                         f"{'/'.join(map(str, distinct))} XCDs; pass the matching spec")
+    per_domain = _per_xcd_stats(kept, per_xcd, notes) if per_xcd else []
+    durations = kept.durations_ns()
+    timing = None
+    if durations is not None:
+        timing = summarize_times([ns / 1e6 for ns in durations], l2_state,
+                                 source="rocprofv3 dispatch timestamps (counters on)")
+    else:
+        notes.append("no dispatch timestamps in this rocprofv3 release's CSV: no time")
+    return BottleneckReport(source="rocprofv3", hardware=hw.name, kernel=kernel_name, size=size, metric="all",
+                            hit_pct=kept.hit_pct, accesses=round((hits + misses) / n), hits=round(hits / n),
+                            per_domain=per_domain, timing=timing, notes=notes)
+
+
+def _dispatch_notes(counters: RocprofCounters, kept: RocprofCounters, iters: int, l2_state: L2State,
+                    expected_programs: int | None) -> list[str]:
+    """What the report's numbers are, and which dispatches they come from (warnings where they look wrong)."""
+    found, n = len(counters.dispatches), len(kept.dispatches)
+    names = sorted({d.kernel_name for d in kept.dispatches})
     notes = [
         f"rocprofv3 {HIT} and {MISS} over the last {n} dispatch(es) of {', '.join(names)}; counts are per launch "
         f"(mean); accesses are L2 (TCC) requests",
@@ -261,38 +284,26 @@ def counters_report(counters: RocprofCounters, *, hw: HardwareSpec, kernel_name:
         if expected_programs is not None and workgroups != expected_programs:
             notes.append(f"WARNING: the kernel contract expects {expected_programs} programs but the dispatch has "
                          f"{workgroups} workgroups: the regex may match another kernel")
-    if num_xcc:
-        distinct = sorted(set(num_xcc))
-        notes.append(f"GPU reports Num_Xcc={'/'.join(map(str, distinct))} (agent_info)")
-        if hw.num_domains not in distinct:
-            notes.append(f"WARNING: the hardware spec {hw.name} has {hw.num_domains} L2 domains but the GPU reports "
-                         f"{'/'.join(map(str, distinct))} XCDs; pass the matching spec")
+    return notes
 
-    per_domain: list[DomainStats] = []
-    if per_xcd:
-        names_needed = [xcd_counter(k, x) for x in range(per_xcd) for k in ("HIT", "MISS")]
-        absent = [c for c in names_needed if not kept.has(c)]
-        if absent:
-            raise ProfilerError(f"per-XCD counters {', '.join(absent)} are missing from the output; the -E counter "
-                                f"definitions were not applied (needs rocprofv3 of ROCm 7)")
-        for xcd in range(per_xcd):
-            xh, xm = kept.total(xcd_counter("HIT", xcd)), kept.total(xcd_counter("MISS", xcd))
-            per_domain.append(DomainStats(domain=xcd, accesses=round((xh + xm) / n), hits=round(xh / n)))
-        summed = sum(kept.total(xcd_counter("HIT", x)) + kept.total(xcd_counter("MISS", x)) for x in range(per_xcd))
-        notes.append(f"per-XCD counters: select(TCC_HIT|TCC_MISS,[DIMENSION_XCC=[i]]) for i < {per_xcd}")
-        if abs(summed - (hits + misses)) > 1e-3 * (hits + misses):
-            notes.append(f"WARNING: per-XCD requests sum to {summed:.0f} but {HIT}+{MISS} is {hits + misses:.0f}")
 
-    durations = kept.durations_ns()
-    timing = None
-    if durations is not None:
-        timing = summarize_times([ns / 1e6 for ns in durations], l2_state,
-                                 source="rocprofv3 dispatch timestamps (counters on)")
-    else:
-        notes.append("no dispatch timestamps in this rocprofv3 release's CSV: no time")
-    return BottleneckReport(source="rocprofv3", hardware=hw.name, kernel=kernel_name, size=size, metric="all",
-                            hit_pct=kept.hit_pct, accesses=round((hits + misses) / n), hits=round(hits / n),
-                            per_domain=per_domain, timing=timing, notes=notes)
+def _per_xcd_stats(kept: RocprofCounters, per_xcd: int, notes: list[str]) -> list[DomainStats]:
+    """Each XCD's requests and hits per launch, from the per-XCD counters (a note says how they were read)."""
+    n = len(kept.dispatches)
+    absent = [c for c in (xcd_counter(k, x) for x in range(per_xcd) for k in ("HIT", "MISS")) if not kept.has(c)]
+    if absent:
+        raise ProfilerError(f"per-XCD counters {', '.join(absent)} are missing from the output; the -E counter "
+                            f"definitions were not applied (needs rocprofv3 of ROCm 7)")
+    per_domain, summed = [], 0.0
+    for xcd in range(per_xcd):
+        xh, xm = kept.total(xcd_counter("HIT", xcd)), kept.total(xcd_counter("MISS", xcd))
+        per_domain.append(DomainStats(domain=xcd, accesses=round((xh + xm) / n), hits=round(xh / n)))
+        summed += xh + xm
+    total = kept.hits + kept.misses
+    notes.append(f"per-XCD counters: select(TCC_HIT|TCC_MISS,[DIMENSION_XCC=[i]]) for i < {per_xcd}")
+    if abs(summed - total) > 1e-3 * total:
+        notes.append(f"WARNING: per-XCD requests sum to {summed:.0f} but {HIT}+{MISS} is {total:.0f}")
+    return per_domain
 
 
 # --- the profiler ----------------------------------------------------------------------------
