@@ -294,21 +294,9 @@ def find_kernel(name: str | Path, kernels_dir: Path = KERNELS_DIR) -> Path:
                         f"({kernels_dir}/ has {', '.join(available) or 'no kernel files'})")
 
 
-def load_kernel(path: str | Path) -> KernelFile:
-    """Import a kernel file and check it against the contract, naming whatever is missing."""
-    path = Path(path).resolve()
-    if not path.is_file():
-        raise ContractError(f"kernel file {path} does not exist")
-    try:
-        source = source_text.decode(path.read_bytes())
-        tree = ast.parse(source, filename=str(path))
-    except UnicodeDecodeError as exc:
-        raise ContractError(f"{path.name} is not UTF-8 text (byte offset {exc.start})") from None
-    except SyntaxError as exc:
-        raise ContractError(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from exc
-
-    module = import_module_from(path)
-    has_reference = hasattr(module, "reference")
+def _checked_declarations(path: Path, module, has_reference: bool) -> tuple[dict, dict, int | None, bool]:
+    """The contract's values, each checked: SIZES, TOLERANCE, PROGRAMS_PER_CU and PERSISTENT; the required
+    names and functions are present and callable."""
     required = (*_REQUIRED_VALUES, *(("TOLERANCE",) if has_reference else ()), *_REQUIRED_FUNCTIONS)
     missing = [n for n in required if not hasattr(module, n)]
     if missing:
@@ -338,6 +326,25 @@ def load_kernel(path: str | Path) -> KernelFile:
     persistent = getattr(module, "PERSISTENT", False)
     if type(persistent) is not bool:
         raise _contract_error(path, f"PERSISTENT must be True or False, got {persistent!r}")
+    return sizes, tol, occupancy, persistent
+
+
+def load_kernel(path: str | Path) -> KernelFile:
+    """Import a kernel file and check it against the contract, naming whatever is missing."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ContractError(f"kernel file {path} does not exist")
+    try:
+        source = source_text.decode(path.read_bytes())
+        tree = ast.parse(source, filename=str(path))
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"{path.name} is not UTF-8 text (byte offset {exc.start})") from None
+    except SyntaxError as exc:
+        raise ContractError(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from exc
+
+    module = import_module_from(path)
+    has_reference = hasattr(module, "reference")
+    sizes, tol, occupancy, persistent = _checked_declarations(path, module, has_reference)
 
     hook, lines = parse_hook(path, tree, module.REMAP_HOOK)
     loop_name = getattr(module, "LOOP_ORDER_HOOK", None)
