@@ -17,9 +17,9 @@ from swizzleperf.remap import hook_body, static_check
 
 
 BACKSTOP_FACTOR = 10.0  # the wall-clock backstop, in time limits: at load 6 on 2 cores 4x was reached first
-# A hook's proof runs at most six times under the limit: a split's prefix, then its rest as an order, a raster
-# and sizes, then the rest whole, then the hook whole (an unsplit hook: order, raster, sizes, the whole).
-PROOF_PARTS = 6
+# A hook's proof runs at most five times under the limit: a split's prefix, its rest as an order, a raster and
+# sizes, then the hook whole (a hook cut in halves: order, raster, sizes, the whole).
+PROOF_PARTS = 5
 
 
 def backstop_s(time_limit_s: float) -> float:
@@ -60,20 +60,24 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
 
 def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int], time_limit_s: float,
                 max_programs: int) -> ProofVerdict | None:
-    """The hook proven as a prefix and a rest (swizzleperf.proofs.split), the rest itself in parts
-    where it cuts; None unless both are proven."""
+    """The hook proven as a prefix and a rest (swizzleperf.proofs.split), the rest in parts where it
+    cuts (not also whole: the caller then proves the hook whole); None unless both are proven."""
     started = time.perf_counter()
     parts = split(fn, hook)
     if parts is None:
         return None
     verdicts = []
-    for (source, signature), compose in ((parts.prefix, False), (parts.rest, True)):
+    for index, (source, signature) in enumerate((parts.prefix, parts.rest)):
         try:
             part = static_check(source, signature)
         except RemapRejected:
             return None
-        verdicts.append(prove_checked(part, source, signature, die_counts, time_limit_s, max_programs, compose))
-        if not verdicts[-1].proven:
+        args = (die_counts, time_limit_s, max_programs)
+        if index == 1 and cuts(part, signature, max_programs):  # the rest in parts only: the hook whole comes next
+            verdicts.append(prove_composed(part, signature, *args))
+        else:
+            verdicts.append(prove_checked(part, source, signature, *args, compose=False))
+        if verdicts[-1] is None or not verdicts[-1].proven:
             return None
     rest = f" ({verdicts[1].method})" if verdicts[1].method else ""
     return ProofVerdict(
