@@ -6,10 +6,11 @@ z3 formulas with compiled Triton's integer semantics and asks for a counterexamp
 programs map to one logical index, a program maps outside the grid, or an operation is
 undefined. No model means proven; a model is re-evaluated exactly before it is reported.
 
-How: a hook that cuts into an order and a raster is first proven half by half (compose, prove);
+How: a hook that cuts into an order and a raster is first proven half by half (compose, prove), one
+that cuts into two values, the first of them a coordinate, as a prefix and a rest (split);
 symexec (with values, expressions) walks the tree over a backend (backends, bitvec);
 encoding sets up the grid; solve asks the queries, through cuts, facts and a linear abstraction
-(linear) when z3 needs help,
+(linear, and products for products of two run-time values) when z3 needs help,
 one z3 call at a time (solver); portfolio tries the integer, then the bit-vector encoding for each
 die count; prove and verdict make the answer. By default all of it runs in a child process
 (swizzleperf.sandbox.run_in_child), so a formula that explodes cannot hang or exhaust the

@@ -11,12 +11,15 @@ from swizzleperf.proofs.compose import cuts
 from swizzleperf.proofs.portfolio import prove_die_count
 from swizzleperf.proofs.solve import Outcome
 from swizzleperf.proofs.solver import WORK_PER_S
+from swizzleperf.proofs.split import split
 from swizzleperf.proofs.verdict import ProofVerdict
 from swizzleperf.remap import hook_body, static_check
 
 
 BACKSTOP_FACTOR = 10.0  # the wall-clock backstop, in time limits: at load 6 on 2 cores 4x was reached first
-PROOF_PARTS = 4  # a hook's proof runs at most four times under the limit: order, raster, sizes, the whole
+# A hook's proof runs at most five times under the limit: a split's prefix, its rest as an order, a raster and
+# sizes, then the hook whole (a hook cut in halves: order, raster, sizes, the whole).
+PROOF_PARTS = 5
 
 
 def backstop_s(time_limit_s: float) -> float:
@@ -35,7 +38,7 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
     started = time.perf_counter()
     halves = next(iter(cuts(fn, hook, max_programs)), None)
     if halves is None:
-        return None
+        return prove_split(fn, hook, die_counts, time_limit_s, max_programs)
     verdicts = []
     for source, signature in [halves.order, halves.raster] + ([halves.sizes] if halves.sizes else []):
         try:
@@ -53,6 +56,36 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
         time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
         method=f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
                f"({verdicts[0].seconds:.2f} s){taken}, the raster on the grid ({verdicts[1].seconds:.2f} s)")
+
+
+def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int], time_limit_s: float,
+                max_programs: int) -> ProofVerdict | None:
+    """The hook proven as a prefix and a rest (swizzleperf.proofs.split), the rest in parts where it
+    cuts (not also whole: the caller then proves the hook whole); None unless both are proven."""
+    started = time.perf_counter()
+    parts = split(fn, hook)
+    if parts is None:
+        return None
+    verdicts = []
+    for index, (source, signature) in enumerate((parts.prefix, parts.rest)):
+        try:
+            part = static_check(source, signature)
+        except RemapRejected:
+            return None
+        args = (die_counts, time_limit_s, max_programs)
+        if index == 1 and cuts(part, signature, max_programs):  # the rest in parts only: the hook whole comes next
+            verdicts.append(prove_composed(part, signature, *args))
+        else:
+            verdicts.append(prove_checked(part, source, signature, *args, compose=False))
+        if verdicts[-1] is None or not verdicts[-1].proven:
+            return None
+    rest = f" ({verdicts[1].method})" if verdicts[1].method else ""
+    return ProofVerdict(
+        status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
+        time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
+        method=f"split at `{parts.outer}`, `{parts.inner}`: `{parts.outer}` and `{parts.inner}` from the program id "
+               f"({verdicts[0].seconds:.2f} s), the other coordinates from `{parts.inner}` "
+               f"({verdicts[1].seconds:.2f} s){rest}")
 
 
 def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],

@@ -64,6 +64,9 @@ STRATEGIES = (
     (1.0, True, lambda ctx: _then(ctx, "simplify", "propagate-values", "solve-eqs", "purify-arith", "qfnia")),
 )
 
+# The linear abstractions (linear.py, products.py) are decided by the plain solver, steadily: one run.
+ABSTRACTION_STRATEGIES = ((1.0, True, lambda ctx: _plain(ctx, 0)),)
+
 
 def _value(model: z3.ModelRef, term: z3.ExprRef) -> int:
     value = model.eval(term, model_completion=True)
@@ -76,7 +79,8 @@ def _work(solver: z3.Solver) -> int:
     return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
 
 
-def solve(formulas: list, wanted: list, work: int, hints: list = (), backstop_s: float = 60.0) -> Answer:
+def solve(formulas: list, wanted: list, work: int, hints: list = (), backstop_s: float = 60.0,
+          strategies=STRATEGIES) -> Answer:
     """Check the conjunction within `work` z3 resource units (a count, so the answer does not
     depend on the machine's load); `backstop_s` is a wall-clock limit far above that. On sat,
     the values of the constants `wanted`, by name. `hints` are theorems (true of every model),
@@ -86,7 +90,7 @@ def solve(formulas: list, wanted: list, work: int, hints: list = (), backstop_s:
     extra = [f.translate(ctx) for f in hints]
     deadline = time.monotonic() + backstop_s
     used, why = 0, "no work left"
-    for share, with_hints, make in STRATEGIES:
+    for share, with_hints, make in strategies:
         if work - used < 1000 or time.monotonic() >= deadline:
             break
         if not with_hints and not extra:
