@@ -49,8 +49,9 @@ def proof_sentence(verdict: ProofVerdict | None, grids_tested: int) -> str:
     if verdict is None:
         return f"tested on {grids_tested} grids; {INSTALL_NOTE}"
     if verdict.status == "proven":
+        how = f"; {verdict.method.split(':')[0]}" if verdict.method else ""  # how it was cut, without the timings
         return (f"proven bijective for all grid sizes (z3: every grid of up to {verdict.max_programs:,} programs, "
-                f"die counts {', '.join(map(str, verdict.die_counts))})")
+                f"die counts {', '.join(map(str, verdict.die_counts))}{how})")
     if verdict.status == "counterexample":
         return verdict.message
     if verdict.proven_max_programs:

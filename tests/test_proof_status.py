@@ -44,6 +44,13 @@ def test_each_verdict_in_a_sentence_a_docstring_line_and_a_report_tag(verdict, s
     assert proof_status.proof_tag({"proof": recorded, "grids": [[7], [2, 3]], "proof_text": sentence}) == tag
 
 
+def test_a_hook_proven_in_parts_says_how_it_was_cut():
+    halves = PROVEN.model_copy(update={"method": "in two halves through `lid`: the order (0.20 s), the raster (0.05 s)"})
+    assert proof_status.proof_sentence(halves, 3) == (
+        "proven bijective for all grid sizes (z3: every grid of up to 2,147,483,647 programs, die counts 1, 2, 4, 8, "
+        "16; in two halves through `lid`)")
+
+
 def test_a_counterexample_is_its_own_message():
     assert proof_status.proof_sentence(REFUTED, 3) == "not a bijection: grid (9,): x"
 
