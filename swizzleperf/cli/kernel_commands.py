@@ -83,6 +83,12 @@ def check(kernel_path: str = KernelArg,
     proposal = Proposal(source=source, family=remap.name if remap else "original hook", origin="baseline")
     with console.status("checking") as status:
         attempt = evaluator.evaluate(proposal, 0, lambda stage: status.update(f"checking: {stage}"))
+    _print_check(attempt, kernel, spec, own_remap=remap is None)
+
+
+def _print_check(attempt, kernel: KernelFile, spec: hardware.HardwareSpec, own_remap: bool) -> None:
+    """Each stage on a line, then the verdict; exits 1 for a rejected remap, 2 for what could not be checked
+    or a kernel that fails with its own remap."""
     for stage in attempt.stages:
         mark = "[green]✓[/]" if stage.ok else "[red]✗[/]"
         console.print(f"{mark} {stage.stage}: {escape(stage.detail)} [dim]({stage.seconds:.1f} s)[/]", soft_wrap=True)
@@ -93,7 +99,7 @@ def check(kernel_path: str = KernelArg,
         console.print("[red]BROKEN KERNEL[/] at loop order: its loop-order hook skips or repeats blocks; fix the "
                       "kernel file")
         raise typer.Exit(2)
-    if attempt.failure is not None and remap is None:
+    if attempt.failure is not None and own_remap:
         console.print(f"[red]BROKEN KERNEL[/] at {attempt.failure.stage}: the kernel fails with its own remap; fix "
                       f"the kernel file")
         raise typer.Exit(2)
