@@ -26,13 +26,13 @@ MIN_SHRUNK_PROGRAMS = 2 ** 16  # below this, a domain proof is no longer worth r
 
 
 def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-             max_programs: int, budget: Budget) -> Outcome:
+             max_programs: int, budget: Budget, prover=Prover) -> Outcome:
     """One encoding's answer, in a fresh z3 context; the integer one shrinks the domain past each overflow."""
     ctx, proven = z3.Context(), {}
     limit, overflow = max_programs, None
     while True:
         domain = Domain.make(kind, hook, limit, ctx)
-        outcome = Prover(fn, hook, source, constexprs, domain, budget, proven).prove()
+        outcome = prover(fn, hook, source, constexprs, domain, budget, proven).prove()
         if outcome.unknown_kind != "overflow" or outcome.overflow_total is None:
             break
         overflow = overflow or outcome
@@ -61,7 +61,7 @@ def _encodings(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, i
 
 
 def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-                    max_programs: int, work: int, deadline: float) -> Outcome:
+                    max_programs: int, work: int, deadline: float, prover=Prover) -> Outcome:
     """The encodings one after the other, each with `work` z3 resource units in a fresh z3
     context, until one decides (or the wall-clock backstop `deadline` passes); the outcome says
     what they spent.
@@ -78,7 +78,7 @@ def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, const
     spent = 0
     for kind in encodings:
         budget = Budget(work, deadline)
-        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, budget)
+        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, budget, prover)
         spent += work - budget.work
         if results[kind].decisive:
             break

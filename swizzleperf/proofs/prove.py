@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import ast
+import functools
 import time
 
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs.certificates import Certificate, CertifiedProver, certificates_for
 from swizzleperf.proofs.compose import cuts
 from swizzleperf.proofs.portfolio import prove_die_count
-from swizzleperf.proofs.solve import Outcome
+from swizzleperf.proofs.solve import Outcome, Prover
 from swizzleperf.proofs.solver import WORK_PER_S
 from swizzleperf.proofs.split import split
 from swizzleperf.proofs.verdict import ProofVerdict
@@ -17,9 +19,9 @@ from swizzleperf.remap import hook_body, static_check
 
 
 BACKSTOP_FACTOR = 10.0  # the wall-clock backstop, in time limits: at load 6 on 2 cores 4x was reached first
-# A hook's proof runs at most five times under the limit: a split's prefix, its rest as an order, a raster and
-# sizes, then the hook whole (a hook cut in halves: order, raster, sizes, the whole).
-PROOF_PARTS = 5
+# A hook's proof runs at most six times under the limit: with an inverse certificate, a split's prefix, its rest
+# as an order, a raster and sizes, then the hook whole (a hook cut in halves: order, raster, sizes, the whole).
+PROOF_PARTS = 6
 
 
 def backstop_s(time_limit_s: float) -> float:
@@ -89,21 +91,51 @@ def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int],
 
 
 def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
-                  time_limit_s: float, max_programs: int, compose: bool = True) -> ProofVerdict:
-    """Prove a hook that passed static_check. A hook that never reads its die count is proven once.
-    With `compose`, a hook that cuts into an order and a raster is first proven half by half, then,
-    if that fails, whole: each within the time limit, so at most PROOF_PARTS times its work in all.
+                  time_limit_s: float, max_programs: int, compose: bool = True,
+                  certificates: list[Certificate] | None = None) -> ProofVerdict:
+    """Prove a hook that passed static_check. With `compose` (the hook as given, not a part of it):
+    first through an inverse certificate (`certificates`, or by default the inverse of the family
+    instance whose source the hook is, swizzleperf.proofs.certificates), then, for a hook that cuts
+    into an order and a raster, half by half, then whole: each within the time limit, so at most
+    PROOF_PARTS times its work in all.
+    """
+    if compose:
+        certified = prove_certified(fn, source, hook, die_counts, time_limit_s, max_programs, certificates)
+        if certified is not None:
+            return certified
+    composed = prove_composed(fn, hook, die_counts, time_limit_s, max_programs) if compose else None
+    if composed is not None:
+        return composed
+    return prove_each_die_count(fn, source, hook, die_counts, time_limit_s, max_programs)
+
+
+def prove_certified(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
+                    time_limit_s: float, max_programs: int, certificates: list[Certificate] | None = None) \
+        -> ProofVerdict | None:
+    """The hook proven with an inverse certificate (query (1), then g(f(x)) = x), each within the time
+    limit; None unless one proves it (a wrong certificate costs its budget, never the verdict)."""
+    started = time.perf_counter()
+    for certificate in certificates_for(source, hook) if certificates is None else certificates:
+        prover = functools.partial(CertifiedProver, certificate=certificate)
+        verdict = prove_each_die_count(fn, source, hook, die_counts, time_limit_s, max_programs, prover)
+        if verdict.proven:
+            return verdict.model_copy(update=dict(
+                seconds=time.perf_counter() - started,
+                method=f"with an inverse certificate (family {certificate.label}): the inverse undoes the hook"))
+    return None
+
+
+def prove_each_die_count(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
+                         time_limit_s: float, max_programs: int, prover=Prover) -> ProofVerdict:
+    """The hook proven whole by `prover` for each die count; one that never reads its die count is proven once.
 
     The budget is counted work, time_limit_s * WORK_PER_S z3 resource units, so that the verdict
     does not depend on the machine's load; each die count gets an equal share of what the ones
     before it left (a few die counts are hard: 8 and 16 cost the XCD-contiguous order 5-8 times
-    what 1, 2 and 4 do). The wall clock is only a backstop, BACKSTOP_FACTOR times the limit. The first counterexample ends the proof; an
-    unknown die count does not, so a counterexample at a later one is still found.
+    what 1, 2 and 4 do). The wall clock is only a backstop, BACKSTOP_FACTOR times the limit. The first
+    counterexample ends the proof; an unknown die count does not, so a counterexample at a later one is still found.
     """
     started = time.perf_counter()
-    composed = prove_composed(fn, hook, die_counts, time_limit_s, max_programs) if compose else None
-    if composed is not None:
-        return composed
     deadline = time.monotonic() + backstop_s(time_limit_s)
     verdict = dict(hook=hook.render(), die_counts=list(die_counts), time_limit_s=time_limit_s,
                    max_programs=max_programs)
@@ -117,7 +149,8 @@ def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_cou
     pool = int(time_limit_s * WORK_PER_S)
     for index, die_count in enumerate(todo):
         share = max(pool, 0) // (len(todo) - index)
-        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, deadline)
+        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, deadline,
+                                  prover)
         pool -= outcome.work
         if outcome.counterexample is not None:
             return ProofVerdict(status="counterexample", counterexample=outcome.counterexample,

@@ -117,7 +117,7 @@ class Prover:
         outputs = executor.outputs()
         return Copy(pid, bounds, outputs, executor.points, backend.violations)
 
-    def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False):
+    def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False, strategies=None):
         """Values of a model (by name), None if unsatisfiable, or UNDECIDED within `weight` times
         this round's slice. Timeout once the budget is spent or the backstop passed.
         `generalize`: the products of extents are replaced by free variables (integers only)."""
@@ -125,11 +125,12 @@ class Prover:
         if generalize:
             formulas = generalize_products(formulas, self.domain.extents, self.domain.max_programs)
         hints = nested_division_facts(formulas) if self.domain.kind == "int" else []
-        return self.ask(formulas, hints, what, weight)
+        return self.ask(formulas, hints, what, weight, strategies=strategies)
 
-    def ask(self, formulas: list, hints: list, what: str, weight: float, abstraction: bool = False):
+    def ask(self, formulas: list, hints: list, what: str, weight: float, abstraction: bool = False,
+            strategies=None):
         """One z3 query (check), remembered: what is proven stays proven, an abstraction with a
-        model is not asked again."""
+        model is not asked again. `strategies`: solver.STRATEGIES unless given."""
         if self.budget.work < MIN_WORK:
             raise Timeout(self.undecided or what, "its work budget is spent")
         backstop = self.budget.deadline - time.monotonic()
@@ -142,7 +143,7 @@ class Prover:
             return UNDECIDED
         answer = solve(formulas, [*self.domain.bounded, *self.pids],
                        min(self.budget.work, int(self.slice * weight)),
-                       hints, backstop, ABSTRACTION_STRATEGIES if abstraction else STRATEGIES)
+                       hints, backstop, strategies or (ABSTRACTION_STRATEGIES if abstraction else STRATEGIES))
         self.budget.work -= answer.work
         if answer.status == "unsat":
             self.proven[key] = formulas  # held, so that no other formula can reuse these ids
