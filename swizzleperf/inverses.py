@@ -170,6 +170,36 @@ _LOCALS = {"count", "q", "tall", "xcd", "local", "launch", "per_round", "full", 
            "cluster", "rounds_end", "tail", "tail_index", "tail_launch", "units", "unit", "position"}
 
 
+def _source(hook: HookSignature, label: str, body: list[str]) -> str:
+    signature = inverse_signature(hook)
+    doc = f'    """Inverse of {label}: logical coordinates -> launch id."""'
+    return "\n".join(["@triton.jit", f"{signature.render()}:", doc, *body]) + "\n"
+
+
+def order_inverses(hook: HookSignature) -> list[tuple[str, str]]:
+    """(label, inverse source) of every 1D order the offline search's instances use, for a 1D hook
+    (a hook, or the order a 2D or 3D hook is cut into): the 1D families, and the cluster rounds of
+    block-first attention with their constant cluster size."""
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.proposers.search import candidate_space
+
+    if hook.ndim != 1:
+        return []
+    found: dict[str, str] = {}
+    attention = HookSignature(hook.name, hook.pid, ("blocks", "batch", "heads"), hook.constexprs)
+    for hw in PRESETS.values():
+        for instances in candidate_space(hook, hw).values():
+            for instance in instances:
+                found.setdefault(instance.label, render_inverse(instance, hook))
+        for instance in candidate_space(attention, hw).get("swizzled_block_first", []):
+            params = dict(instance.params)
+            label = f"the order of {instance.label}"
+            body = _cluster_rounds_inverse(hook, coordinates(hook)[0], hook.grid_params[0], str(params["group"]),
+                                           "launch", params.get("dies"))
+            found.setdefault(label, _source(hook, label, body + ["    return launch"]))
+    return [(label, source) for label, source in found.items() if source is not None]
+
+
 def render_inverse(instance: FamilyInstance, hook: HookSignature) -> str | None:
     """The instance's inverse for this hook, or None where the family has none written (or the
     hook's dimensions do not fit it)."""
@@ -183,6 +213,4 @@ def render_inverse(instance: FamilyInstance, hook: HookSignature) -> str | None:
         body = _linear(hook, order, raster, **params)
     else:
         return None
-    signature = inverse_signature(hook)
-    doc = f'    """Inverse of {instance.label}: logical coordinates -> launch id."""'
-    return "\n".join(["@triton.jit", f"{signature.render()}:", doc, *body]) + "\n"
+    return _source(hook, instance.label, body)

@@ -19,23 +19,30 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 from dataclasses import dataclass
 
 import z3
 
 from swizzleperf.errors import RemapRejected
-from swizzleperf.hardware import PRESETS
-from swizzleperf.inverses import InverseSignature, inverse_signature, render_inverse
+from swizzleperf.inverses import InverseSignature, inverse_signature, order_inverses
 from swizzleperf.kernel import HookSignature
-from swizzleperf.proofs.solve import UNDECIDED, Outcome, Prover
+from swizzleperf.proofs import concrete
+from swizzleperf.proofs.backends import ConcreteBackend
+from swizzleperf.proofs.encoding import sizes_of
+from swizzleperf.proofs.solve import FIRST_SLICE, Outcome, Prover
 from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES
 from swizzleperf.proofs.symexec import Executor
-from swizzleperf.remap import normalise, static_check
+from swizzleperf.remap import static_check
 
 
 # g(f(x)) != x is decided by the plain solver in one run or not soon: restarts only split its work (the
 # XCD-contiguous order's at 4 dies: 0.26 M units in one run, undecided in 4 M split six ways).
 CERTIFICATE_STRATEGIES = ABSTRACTION_STRATEGIES
+# (program count, stride): the programs of 1D grids a certificate must invert before z3 is asked, at the
+# smallest and largest die count; 4099 is above 16 dies x 128-id chunks, and neither divides by 16.
+SAMPLES = ((4099, 97), (37, 1))
+MAX_CERTIFICATES = 2  # z3 is asked about at most this many (two orders can agree on every sample grid)
 
 
 @dataclass(frozen=True)
@@ -59,63 +66,89 @@ def certificate(label: str, source: str, hook: HookSignature) -> Certificate | N
 
 
 @functools.lru_cache(maxsize=16)
-def _family_inverses(hook: HookSignature) -> dict[str, tuple[str, str]]:
-    """Normalised source -> (label, inverse source) of every instance the offline search proposes for
-    this hook on any preset (one-L2 presets render literal die counts, multi-die ones NUM_XCDS)."""
-    from swizzleperf.proposers.search import candidate_space
+def _order_inverses(hook: HookSignature) -> list[Certificate]:
+    """The 1D orders' inverses, parsed only (our own source; static_check comes once one passes the samples)."""
+    signature = inverse_signature(hook)
+    return [Certificate(label, source, ast.parse(source).body[0], signature)
+            for label, source in order_inverses(hook)]
 
-    found: dict[str, tuple[str, str]] = {}
-    for hw in PRESETS.values():
-        for instances in candidate_space(hook, hw).values():
-            for instance in instances:
-                inverse = render_inverse(instance, hook)
-                if inverse is not None:
-                    found.setdefault(normalise(instance.render(hook)), (instance.label, inverse))
+
+def certificates_for(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int]) -> list[Certificate]:
+    """The inverses worth asking z3 about, for a 1D hook (a hook, or the order a hook is cut into):
+    those of the 1D orders (swizzleperf.inverses.order_inverses) that undo it on the sample grids.
+    None for other hooks: their proofs stall on the range, not on injectivity (and the orders they
+    are cut into get theirs), nor for an order that takes sizes."""
+    if hook.ndim != 1 or sizes_of(hook) or len(hook.constexprs) != 1:
+        return []
+
+    @functools.cache
+    def hook_at(count: int, die_count: int, pid: int) -> int:
+        return concrete.evaluate_program(fn, hook, {hook.constexprs[0]: die_count}, (count,), pid).logical[0]
+
+    tried = sorted({min(die_counts), max(die_counts)}, reverse=True)
+    found = []
+    for candidate in _order_inverses(hook):
+        checked = certificate(candidate.label, candidate.source, hook) if _undoes(candidate, hook_at, hook, tried) \
+            else None
+        found += [checked] if checked else []
+        if len(found) == MAX_CERTIFICATES:
+            break
     return found
 
 
-def certificates_for(source: str, hook: HookSignature) -> list[Certificate]:
-    """The inverse of the family instance whose normalised source is the hook's, if there is one."""
-    try:
-        match = _family_inverses(hook).get(normalise(source))
-    except SyntaxError:
-        return []
-    made = certificate(*match, hook) if match else None
-    return [made] if made else []
+def _undoes(cert: Certificate, hook_at, hook: HookSignature, die_counts: list[int]) -> bool:
+    """Whether g(f(x)) = x on the sample grids, evaluated exactly (a cheap filter, not a proof);
+    hook_at(count, die count, pid) is f's result."""
+    for (count, step), die_count in itertools.product(SAMPLES, die_counts):
+        constexprs = {hook.constexprs[0]: die_count}
+        for pid in range(0, count, step):
+            inputs = {cert.signature.coords[0]: hook_at(count, die_count, pid), hook.grid_params[0]: count}
+            if Executor(cert.fn, cert.signature, ConcreteBackend(), inputs, constexprs).outputs()[0] != pid:
+                return False
+    return True
+
+
+def divides_by_constants(cert: Certificate, domain, constexprs: dict[str, int]) -> bool:
+    """Whether every division g makes is by a constant (the integer backend records a possible division
+    by zero only for the others): then bit vectors decide g(f(x)) = x fast."""
+    backend = domain.backend(frozenset())
+    coords = {c: z3.Int(c, domain.ctx) for c in cert.signature.coords}
+    Executor(cert.fn, cert.signature, backend, {**coords, **dict(zip(cert.signature.grid_params, domain.extents))},
+             constexprs).run()
+    return not any(v.kind == "div_zero" for v in backend.violations)
 
 
 class CertifiedProver(Prover):
-    """A Prover whose query (2) is "is there a program x with g(f(x)) != x?", for one certificate g.
+    """A Prover whose query (2) asks first, for each certificate g, "is there a program x with
+    g(f(x)) != x?", in the first round (one solver run with the round's slice: it decides there
+    or not soon). Its unsat, with query (1), proves the hook one-to-one; a model only means g is
+    no inverse. Then, or if none decides, the usual query (2)."""
 
-    Query (1) runs as usual; its unsat makes g's question a proof of injectivity. Undecided in a
-    round, the question is asked again with twice the work; a model means g is no inverse: the
-    attempt ends, not decisive (the caller proves the hook otherwise)."""
-
-    def __init__(self, *args, certificate: Certificate):
+    def __init__(self, *args, certificates: list[Certificate] = ()):
         super().__init__(*args)
-        self.certificate = certificate
+        self.pending = list(certificates)
 
-    def inverse_of(self, outputs: list):
+    def inverse_of(self, certificate: Certificate, outputs: list):
         """g applied to the hook's results (as int32 values in the bit-vector encoding), widened."""
         if self.domain.kind != "int":
             outputs = [z3.Extract(31, 0, o) for o in outputs]
-        sig = self.certificate.signature
+        sig = certificate.signature
         inputs = {**dict(zip(sig.coords, outputs)), **dict(zip(sig.grid_params, self.domain.extents))}
         backend = self.domain.backend(frozenset())  # g's own events do not matter: it is any function
-        return Executor(self.certificate.fn, sig, backend, inputs, self.constexprs).outputs()[0]
+        return Executor(certificate.fn, sig, backend, inputs, self.constexprs).outputs()[0]
 
     def injectivity(self) -> Outcome | None:
-        a = self.translate("pid_a", self.signed)
-        back = self.inverse_of(a.outputs)
-        query = [*a.bounds, back != self.domain.widen(a.pid)]
-        what = f"whether the inverse of {self.certificate.label} undoes the hook"
-        import os
-        if os.environ.get("CERT_ABS") and self.abstractly([*self.domain.constraints, *query], what) is None:
+        """The cheap abstractions first (they settle the XCD-contiguous order at 8 and 16 dies, where its
+        inverse does not within a slice), then each certificate, then the exact query (2)."""
+        a, b = self.translate("pid_a", self.signed), self.translate("pid_b", self.signed)
+        if self.abstractions_hold(a, b):
             return Outcome(proven=True)
-        model = self.check(query, what, strategies=CERTIFICATE_STRATEGIES)
-        if model is None:
-            return Outcome(proven=True)
-        if model is UNDECIDED:
-            return None
-        return Outcome(unknown_kind="error", reason=f"the inverse of {self.certificate.label} does not undo the hook "
-                                                    f"(program {model.get('pid_a')}); no counterexample to the hook")
+        while self.pending and self.slice == FIRST_SLICE:
+            certificate = self.pending.pop(0)
+            back = self.inverse_of(certificate, a.outputs)
+            model = self.check([*a.bounds, back != self.domain.widen(a.pid)],
+                               f"whether the inverse of {certificate.label} undoes the hook",
+                               strategies=CERTIFICATE_STRATEGIES)
+            if model is None:
+                return Outcome(proven=True, certificate=certificate.label)
+        return self.exactly(a, b)

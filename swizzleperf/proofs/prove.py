@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import ast
-import functools
 import time
 
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
-from swizzleperf.proofs.certificates import Certificate, CertifiedProver, certificates_for
+from swizzleperf.proofs.certificates import Certificate, certificates_for
 from swizzleperf.proofs.compose import cuts
 from swizzleperf.proofs.portfolio import prove_die_count
-from swizzleperf.proofs.solve import Outcome, Prover
+from swizzleperf.proofs.solve import Outcome
 from swizzleperf.proofs.solver import WORK_PER_S
 from swizzleperf.proofs.split import split
 from swizzleperf.proofs.verdict import ProofVerdict
@@ -93,41 +92,21 @@ def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int],
 def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
                   time_limit_s: float, max_programs: int, compose: bool = True,
                   certificates: list[Certificate] | None = None) -> ProofVerdict:
-    """Prove a hook that passed static_check. With `compose` (the hook as given, not a part of it):
-    first through an inverse certificate (`certificates`, or by default the inverse of the family
-    instance whose source the hook is, swizzleperf.proofs.certificates), then, for a hook that cuts
-    into an order and a raster, half by half, then whole: each within the time limit, so at most
-    PROOF_PARTS times its work in all.
-    """
-    if compose:
-        certified = prove_certified(fn, source, hook, die_counts, time_limit_s, max_programs, certificates)
-        if certified is not None:
-            return certified
+    """Prove a hook that passed static_check. With `compose`, a hook that cuts into an order and a
+    raster is first proven half by half, then, if that fails, whole: each within the time limit, so
+    at most PROOF_PARTS times its work in all. `certificates`: the inverses to try (None: those
+    certificates.certificates_for finds), for the hook whole, not its parts."""
     composed = prove_composed(fn, hook, die_counts, time_limit_s, max_programs) if compose else None
     if composed is not None:
         return composed
-    return prove_each_die_count(fn, source, hook, die_counts, time_limit_s, max_programs)
-
-
-def prove_certified(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
-                    time_limit_s: float, max_programs: int, certificates: list[Certificate] | None = None) \
-        -> ProofVerdict | None:
-    """The hook proven with an inverse certificate (query (1), then g(f(x)) = x), each within the time
-    limit; None unless one proves it (a wrong certificate costs its budget, never the verdict)."""
-    started = time.perf_counter()
-    for certificate in certificates_for(source, hook) if certificates is None else certificates:
-        prover = functools.partial(CertifiedProver, certificate=certificate)
-        verdict = prove_each_die_count(fn, source, hook, die_counts, time_limit_s, max_programs, prover)
-        if verdict.proven:
-            return verdict.model_copy(update=dict(
-                seconds=time.perf_counter() - started,
-                method=f"with an inverse certificate (family {certificate.label}): the inverse undoes the hook"))
-    return None
+    return prove_each_die_count(fn, source, hook, die_counts, time_limit_s, max_programs, certificates)
 
 
 def prove_each_die_count(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
-                         time_limit_s: float, max_programs: int, prover=Prover) -> ProofVerdict:
-    """The hook proven whole by `prover` for each die count; one that never reads its die count is proven once.
+                         time_limit_s: float, max_programs: int, certificates: list[Certificate] | None = None) \
+        -> ProofVerdict:
+    """The hook proven whole for each die count; one that never reads its die count is proven once.
+    Injectivity is asked first through `certificates` (None: certificates_for's) where there are some.
 
     The budget is counted work, time_limit_s * WORK_PER_S z3 resource units, so that the verdict
     does not depend on the machine's load; each die count gets an equal share of what the ones
@@ -144,26 +123,41 @@ def prove_each_die_count(fn: ast.FunctionDef, source: str, hook: HookSignature, 
                             reason=f"the prover needs exactly one constexpr (the die count); {hook.render()} has "
                                    f"{len(hook.constexprs)}", **verdict)
     todo = die_counts if _mentions(fn, hook.constexprs[0]) else die_counts[:1]
-    proven: list[int] = []
-    unknown: Outcome | None = None
+    if certificates is None:
+        certificates = certificates_for(fn, hook, todo)
+    outcomes: dict[int, Outcome] = {}
     pool = int(time_limit_s * WORK_PER_S)
     for index, die_count in enumerate(todo):
         share = max(pool, 0) // (len(todo) - index)
-        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, deadline,
-                                  prover)
-        pool -= outcome.work
+        outcomes[die_count] = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share,
+                                              deadline, certificates)
+        pool -= outcomes[die_count].work
+        if outcomes[die_count].counterexample is not None:
+            break
+    return _verdict(outcomes, hook, die_counts, time.perf_counter() - started, verdict)
+
+
+def _verdict(outcomes: dict[int, Outcome], hook: HookSignature, die_counts: list[int], seconds: float,
+             verdict: dict) -> ProofVerdict:
+    """The die counts' outcomes as one verdict: the first counterexample, else the first unknown, else proven
+    (saying which die counts an inverse certificate proved)."""
+    proven = [d for d, o in outcomes.items() if o.decisive and o.counterexample is None]
+    for die_count, outcome in outcomes.items():
         if outcome.counterexample is not None:
             return ProofVerdict(status="counterexample", counterexample=outcome.counterexample,
-                                proven_die_counts=proven, seconds=time.perf_counter() - started, **verdict)
-        if outcome.decisive:
-            proven.append(die_count)
-        elif unknown is None:
-            unknown = outcome
-            if outcome.reason and not outcome.reason.startswith("with "):
-                unknown.reason = f"with {hook.constexprs[0]}={die_count}: {outcome.reason}"
-    if unknown is not None:
-        return ProofVerdict(status="unknown", unknown_kind=unknown.unknown_kind, reason=unknown.reason,
-                            proven_die_counts=proven, proven_max_programs=unknown.proven_max_programs,
-                            seconds=time.perf_counter() - started, **verdict)
-    return ProofVerdict(status="proven", proven_die_counts=list(die_counts), seconds=time.perf_counter() - started,
-                        **verdict)
+                                proven_die_counts=proven, seconds=seconds, **verdict)
+    for die_count, outcome in outcomes.items():
+        if not outcome.decisive:
+            reason = outcome.reason
+            if reason and not reason.startswith("with "):
+                reason = f"with {hook.constexprs[0]}={die_count}: {reason}"
+            return ProofVerdict(status="unknown", unknown_kind=outcome.unknown_kind, reason=reason,
+                                proven_die_counts=proven, proven_max_programs=outcome.proven_max_programs,
+                                seconds=seconds, **verdict)
+    certified = {o.certificate for o in outcomes.values() if o.certificate}
+    dies = [str(d) for d, o in outcomes.items() if o.certificate]
+    method = None
+    if certified:
+        scope = "" if len(dies) == len(outcomes) else f" with {hook.constexprs[0]}={', '.join(dies)}"
+        method = f"one-to-one by an inverse certificate ({', '.join(sorted(certified))}){scope}"
+    return ProofVerdict(status="proven", proven_die_counts=list(die_counts), seconds=seconds, method=method, **verdict)
