@@ -15,7 +15,7 @@ import ast
 import z3
 
 from swizzleperf.kernel import HookSignature
-from swizzleperf.proofs.certificates import Certificate, CertifiedProver, divides_by_constants
+from swizzleperf.proofs.certificates import Certificate, CertifiedProver, prefers_bit_vectors
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.solve import Outcome, Prover
 from swizzleperf.proofs.solver import Budget
@@ -53,17 +53,17 @@ def _encodings(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, i
                certificates: list[Certificate]) -> tuple[str, ...]:
     """The encodings to try, in order: only "int" when some division's divisor is not a constant;
     "bv" first when the integer encoding would convert to bit vectors and back (xor, or, and with
-    a non-mask, shifts by a variable: z3 decides those mixed terms slowly), or when the first
-    certificate divides by constants only (the chunked order's inverse: 0.3 s in bit vectors, 1 M
-    units as integers at 4 dies); else "int" first."""
+    a non-mask, shifts by a variable: z3 decides those mixed terms slowly), or when the hook and its
+    first certificate multiply and divide by constants only (certificates.prefers_bit_vectors); else
+    "int" first."""
     ctx = z3.Context()
     domain = Domain.make("int", hook, 1, ctx)
     backend = domain.backend(frozenset())
     inputs = domain.inputs(hook, domain.program("pid")[0])
-    Executor(fn, hook, backend, inputs, constexprs).run()
+    outputs = Executor(fn, hook, backend, inputs, constexprs).outputs()
     if any(v.kind == "div_zero" for v in backend.violations):  # recorded only for non-constant divisors
         return ("int",)
-    if backend.bit_vectors or (certificates and divides_by_constants(certificates[0], domain, constexprs)):
+    if backend.bit_vectors or (certificates and prefers_bit_vectors(outputs, certificates[0], domain, constexprs)):
         return ("bv", "int")
     return ENCODINGS
 
