@@ -2,10 +2,12 @@
 
 The prover (swizzleperf.proofs.certificates) takes an inverse as a certificate: if g(f(x)) = x
 for every program x of every grid, the remap f is one-to-one, and with its range proven, a
-bijection. One copy of f is much easier for z3 than injectivity's two, above all with divisions
-by symbolic extents. An inverse is only a hint: a wrong one proves nothing, and the prover falls
-back to its other proofs. So these are written for clarity, in the remap subset (the prover
-translates them like a hook), and mirror families.py statement for statement.
+bijection; one copy of f is easier for z3 than injectivity's two. An inverse is only a hint: a
+wrong one proves nothing, and the prover goes on with its other proofs. So these are written for
+clarity, in the remap subset (the prover translates them like a hook), and mirror families.py
+statement for statement. The prover uses the 1D orders' (order_inverses): a 2D or 3D family's
+proof stalls on its range, not on injectivity, and is cut into an order and a raster anyway;
+render_inverse gives every family's, checked against the families in the tests.
 
 `render_inverse(instance, hook)` gives `def <name>_inverse(<one parameter per logical axis>,
 <the hook's extents>, <its constexprs>)`, returning the launch id; `coordinates(hook)` names the

@@ -18,9 +18,9 @@ from swizzleperf.remap import hook_body, static_check
 
 
 BACKSTOP_FACTOR = 10.0  # the wall-clock backstop, in time limits: at load 6 on 2 cores 4x was reached first
-# A hook's proof runs at most six times under the limit: with an inverse certificate, a split's prefix, its rest
-# as an order, a raster and sizes, then the hook whole (a hook cut in halves: order, raster, sizes, the whole).
-PROOF_PARTS = 6
+# A hook's proof runs at most five times under the limit: a split's prefix, its rest as an order, a raster and
+# sizes, then the hook whole (a hook cut in halves: order, raster, sizes, the whole).
+PROOF_PARTS = 5
 
 
 def backstop_s(time_limit_s: float) -> float:
@@ -56,7 +56,12 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
         status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
         time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
         method=f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
-               f"({verdicts[0].seconds:.2f} s){taken}, the raster on the grid ({verdicts[1].seconds:.2f} s)")
+               f"({verdicts[0].seconds:.2f} s{_how(verdicts[0])}){taken}, the raster on the grid "
+               f"({verdicts[1].seconds:.2f} s{_how(verdicts[1])})")
+
+
+def _how(verdict: ProofVerdict) -> str:
+    return f", {verdict.method}" if verdict.method else ""
 
 
 def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int], time_limit_s: float,
