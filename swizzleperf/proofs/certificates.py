@@ -30,7 +30,7 @@ from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import concrete
 from swizzleperf.proofs.backends import ConcreteBackend
 from swizzleperf.proofs.encoding import sizes_of
-from swizzleperf.proofs.solve import FIRST_SLICE, Outcome, Prover
+from swizzleperf.proofs.solve import UNDECIDED, Outcome, Prover
 from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.remap import static_check
@@ -134,11 +134,10 @@ def _constant_arithmetic(terms: list) -> bool:
 
 
 class CertifiedProver(Prover):
-    """A Prover whose query (2) asks, for each certificate g, "is there a program x with g(f(x)) != x?",
-    in the first round (one solver run with the round's slice: it decides there or not soon), in bit
-    vectors only (as integers it never decided what the abstractions had not: it only cost budget).
-    Its unsat, with query (1), proves the hook one-to-one; a model only means g is no inverse. Then,
-    or if none decides, the usual query (2)."""
+    """A Prover whose query (2) asks, for each certificate g, "is there a program x with g(f(x)) != x?"
+    (one solver run with the round's slice), after the cheap abstractions and before the exact query.
+    Its unsat, with query (1), proves the hook one-to-one; a model only means g is no inverse (it is
+    not asked again); undecided, it is asked again in the next round, with twice the work."""
 
     def __init__(self, *args, certificates: list[Certificate] = ()):
         super().__init__(*args)
@@ -159,12 +158,13 @@ class CertifiedProver(Prover):
         a, b = self.translate("pid_a", self.signed), self.translate("pid_b", self.signed)
         if self.abstractions_hold(a, b):
             return Outcome(proven=True)
-        while self.pending and self.slice == FIRST_SLICE and self.domain.kind == "bv":
-            certificate = self.pending.pop(0)
+        for certificate in list(self.pending):
             back = self.inverse_of(certificate, a.outputs)
             model = self.check([*a.bounds, back != self.domain.widen(a.pid)],
                                f"whether the inverse of {certificate.label} undoes the hook",
                                strategies=CERTIFICATE_STRATEGIES)
             if model is None:
                 return Outcome(proven=True, certificate=certificate.label)
+            if model is not UNDECIDED:  # not an inverse: not asked again
+                self.pending.remove(certificate)
         return self.exactly(a, b)
