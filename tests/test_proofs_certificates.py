@@ -131,3 +131,12 @@ def test_the_sample_filter_keeps_the_right_inverse_and_drops_the_others():
         fn = static_check(instance.render(ONE_D), ONE_D)
         found = certificates_for(fn, ONE_D, DIES)
         assert found and found[0].label == instance.label, [c.label for c in found]
+
+
+def test_an_inverse_the_executor_rejects_is_dropped_and_the_hook_still_proven():
+    comparison = ("@triton.jit\ndef swizzle_inverse(logical_0, num_pids, NUM_XCDS: tl.constexpr):\n"
+                  "    return logical_0 < num_pids\n")  # a boolean, not a launch id
+    made = certificate("comparison", comparison, ONE_D)
+    assert made is not None  # the subset admits it; the executor does not
+    verdict = _prove(CHUNKED.render(ONE_D), [made])
+    assert verdict.proven and "inverse" not in (verdict.method or ""), verdict.message
