@@ -9,6 +9,7 @@ undefined. No model means proven; a model is re-evaluated exactly before it is r
 How: a hook that cuts into an order and a raster is first proven half by half (compose, prove), one
 that cuts into two values, the first of them a coordinate, as a prefix and a rest (split);
 symexec (with values, expressions) walks the tree over a backend (backends, bitvec);
+a 1D hook (or the order a hook is cut into) may be proven one-to-one by an inverse (certificates);
 encoding sets up the grid; solve asks the queries, through cuts, facts and a linear abstraction
 (linear, and products for products of two run-time values) when z3 needs help,
 one z3 call at a time (solver); portfolio tries the integer, then the bit-vector encoding for each

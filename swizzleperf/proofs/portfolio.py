@@ -15,6 +15,7 @@ import ast
 import z3
 
 from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs.certificates import Certificate, CertifiedProver, prefers_bit_vectors
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.solve import Outcome, Prover
 from swizzleperf.proofs.solver import Budget
@@ -26,13 +27,15 @@ MIN_SHRUNK_PROGRAMS = 2 ** 16  # below this, a domain proof is no longer worth r
 
 
 def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-             max_programs: int, budget: Budget) -> Outcome:
+             max_programs: int, budget: Budget, certificates: list[Certificate]) -> Outcome:
     """One encoding's answer, in a fresh z3 context; the integer one shrinks the domain past each overflow."""
     ctx, proven = z3.Context(), {}
     limit, overflow = max_programs, None
     while True:
         domain = Domain.make(kind, hook, limit, ctx)
-        outcome = Prover(fn, hook, source, constexprs, domain, budget, proven).prove()
+        args = (fn, hook, source, constexprs, domain, budget, proven)
+        prover = CertifiedProver(*args, certificates=certificates) if certificates else Prover(*args)
+        outcome = prover.prove()
         if outcome.unknown_kind != "overflow" or outcome.overflow_total is None:
             break
         overflow = overflow or outcome
@@ -46,39 +49,44 @@ def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, c
     return overflow
 
 
-def _encodings(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, int]) -> tuple[str, ...]:
+def _encodings(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, int],
+               certificates: list[Certificate]) -> tuple[str, ...]:
     """The encodings to try, in order: only "int" when some division's divisor is not a constant;
     "bv" first when the integer encoding would convert to bit vectors and back (xor, or, and with
-    a non-mask, shifts by a variable: z3 decides those mixed terms slowly); else "int" first."""
+    a non-mask, shifts by a variable: z3 decides those mixed terms slowly), or when the hook and its
+    first certificate multiply and divide by constants only (certificates.prefers_bit_vectors); else
+    "int" first."""
     ctx = z3.Context()
     domain = Domain.make("int", hook, 1, ctx)
     backend = domain.backend(frozenset())
     inputs = domain.inputs(hook, domain.program("pid")[0])
-    Executor(fn, hook, backend, inputs, constexprs).run()
+    outputs = Executor(fn, hook, backend, inputs, constexprs).outputs()
     if any(v.kind == "div_zero" for v in backend.violations):  # recorded only for non-constant divisors
         return ("int",)
-    return ("bv", "int") if backend.bit_vectors else ENCODINGS
+    if backend.bit_vectors or (certificates and prefers_bit_vectors(outputs, certificates[0], domain, constexprs)):
+        return ("bv", "int")
+    return ENCODINGS
 
 
 def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-                    max_programs: int, work: int, deadline: float) -> Outcome:
+                    max_programs: int, work: int, deadline: float, certificates: list[Certificate] = ()) -> Outcome:
     """The encodings one after the other, each with `work` z3 resource units in a fresh z3
     context, until one decides (or the wall-clock backstop `deadline` passes); the outcome says
-    what they spent.
+    what they spent. Injectivity is asked through `certificates` first (swizzleperf.proofs.certificates).
 
     One after the other, not raced in two threads: z3's resource counts are only reproducible in
     a process that runs one solver at a time (raced, the same query took 1.06-1.08 M units, and a
     family hook at 8 dies was proven or not depending on the machine's load). A fresh context per
     die count keeps each answer a function of the hook and the work alone."""
     try:
-        encodings = _encodings(fn, hook, constexprs)
+        encodings = _encodings(fn, hook, constexprs, certificates)
     except ProofError as exc:
         return Outcome(unknown_kind=exc.kind, reason=str(exc))
     results: dict[str, Outcome] = {}
     spent = 0
     for kind in encodings:
         budget = Budget(work, deadline)
-        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, budget)
+        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, budget, certificates)
         spent += work - budget.work
         if results[kind].decisive:
             break

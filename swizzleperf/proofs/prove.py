@@ -7,6 +7,7 @@ import time
 
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
+from swizzleperf.proofs.certificates import Certificate, certificates_for
 from swizzleperf.proofs.compose import cuts
 from swizzleperf.proofs.portfolio import prove_die_count
 from swizzleperf.proofs.solve import Outcome
@@ -55,7 +56,12 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
         status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
         time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
         method=f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
-               f"({verdicts[0].seconds:.2f} s){taken}, the raster on the grid ({verdicts[1].seconds:.2f} s)")
+               f"({verdicts[0].seconds:.2f} s{_how(verdicts[0])}){taken}, the raster on the grid "
+               f"({verdicts[1].seconds:.2f} s{_how(verdicts[1])})")
+
+
+def _how(verdict: ProofVerdict) -> str:
+    return f", {verdict.method}" if verdict.method else ""
 
 
 def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int], time_limit_s: float,
@@ -89,21 +95,31 @@ def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int],
 
 
 def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
-                  time_limit_s: float, max_programs: int, compose: bool = True) -> ProofVerdict:
-    """Prove a hook that passed static_check. A hook that never reads its die count is proven once.
-    With `compose`, a hook that cuts into an order and a raster is first proven half by half, then,
-    if that fails, whole: each within the time limit, so at most PROOF_PARTS times its work in all.
+                  time_limit_s: float, max_programs: int, compose: bool = True,
+                  certificates: list[Certificate] | None = None) -> ProofVerdict:
+    """Prove a hook that passed static_check. With `compose`, a hook that cuts into an order and a
+    raster is first proven half by half, then, if that fails, whole: each within the time limit, so
+    at most PROOF_PARTS times its work in all. `certificates`: the inverses to try (None: those
+    certificates.certificates_for finds), for the hook whole, not its parts."""
+    composed = prove_composed(fn, hook, die_counts, time_limit_s, max_programs) if compose else None
+    if composed is not None:
+        return composed
+    return prove_each_die_count(fn, source, hook, die_counts, time_limit_s, max_programs, certificates)
+
+
+def prove_each_die_count(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
+                         time_limit_s: float, max_programs: int, certificates: list[Certificate] | None = None) \
+        -> ProofVerdict:
+    """The hook proven whole for each die count; one that never reads its die count is proven once.
+    Injectivity is asked first through `certificates` (None: certificates_for's) where there are some.
 
     The budget is counted work, time_limit_s * WORK_PER_S z3 resource units, so that the verdict
     does not depend on the machine's load; each die count gets an equal share of what the ones
     before it left (a few die counts are hard: 8 and 16 cost the XCD-contiguous order 5-8 times
-    what 1, 2 and 4 do). The wall clock is only a backstop, BACKSTOP_FACTOR times the limit. The first counterexample ends the proof; an
-    unknown die count does not, so a counterexample at a later one is still found.
+    what 1, 2 and 4 do). The wall clock is only a backstop, BACKSTOP_FACTOR times the limit. The first
+    counterexample ends the proof; an unknown die count does not, so a counterexample at a later one is still found.
     """
     started = time.perf_counter()
-    composed = prove_composed(fn, hook, die_counts, time_limit_s, max_programs) if compose else None
-    if composed is not None:
-        return composed
     deadline = time.monotonic() + backstop_s(time_limit_s)
     verdict = dict(hook=hook.render(), die_counts=list(die_counts), time_limit_s=time_limit_s,
                    max_programs=max_programs)
@@ -112,25 +128,41 @@ def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_cou
                             reason=f"the prover needs exactly one constexpr (the die count); {hook.render()} has "
                                    f"{len(hook.constexprs)}", **verdict)
     todo = die_counts if _mentions(fn, hook.constexprs[0]) else die_counts[:1]
-    proven: list[int] = []
-    unknown: Outcome | None = None
+    if certificates is None:
+        certificates = certificates_for(fn, hook, todo)
+    outcomes: dict[int, Outcome] = {}
     pool = int(time_limit_s * WORK_PER_S)
     for index, die_count in enumerate(todo):
         share = max(pool, 0) // (len(todo) - index)
-        outcome = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share, deadline)
-        pool -= outcome.work
+        outcomes[die_count] = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share,
+                                              deadline, certificates)
+        pool -= outcomes[die_count].work
+        if outcomes[die_count].counterexample is not None:
+            break
+    return _verdict(outcomes, hook, die_counts, time.perf_counter() - started, verdict)
+
+
+def _verdict(outcomes: dict[int, Outcome], hook: HookSignature, die_counts: list[int], seconds: float,
+             verdict: dict) -> ProofVerdict:
+    """The die counts' outcomes as one verdict: the first counterexample, else the first unknown, else proven
+    (saying which die counts an inverse certificate proved)."""
+    proven = [d for d, o in outcomes.items() if o.decisive and o.counterexample is None]
+    for die_count, outcome in outcomes.items():
         if outcome.counterexample is not None:
             return ProofVerdict(status="counterexample", counterexample=outcome.counterexample,
-                                proven_die_counts=proven, seconds=time.perf_counter() - started, **verdict)
-        if outcome.decisive:
-            proven.append(die_count)
-        elif unknown is None:
-            unknown = outcome
-            if outcome.reason and not outcome.reason.startswith("with "):
-                unknown.reason = f"with {hook.constexprs[0]}={die_count}: {outcome.reason}"
-    if unknown is not None:
-        return ProofVerdict(status="unknown", unknown_kind=unknown.unknown_kind, reason=unknown.reason,
-                            proven_die_counts=proven, proven_max_programs=unknown.proven_max_programs,
-                            seconds=time.perf_counter() - started, **verdict)
-    return ProofVerdict(status="proven", proven_die_counts=list(die_counts), seconds=time.perf_counter() - started,
-                        **verdict)
+                                proven_die_counts=proven, seconds=seconds, **verdict)
+    for die_count, outcome in outcomes.items():
+        if not outcome.decisive:
+            reason = outcome.reason
+            if reason and not reason.startswith("with "):
+                reason = f"with {hook.constexprs[0]}={die_count}: {reason}"
+            return ProofVerdict(status="unknown", unknown_kind=outcome.unknown_kind, reason=reason,
+                                proven_die_counts=proven, proven_max_programs=outcome.proven_max_programs,
+                                seconds=seconds, **verdict)
+    certified = {o.certificate for o in outcomes.values() if o.certificate}
+    dies = [str(d) for d, o in outcomes.items() if o.certificate]
+    method = None
+    if certified:
+        scope = "" if len(dies) == len(outcomes) else f" with {hook.constexprs[0]}={', '.join(dies)}"
+        method = f"one-to-one by an inverse certificate ({', '.join(sorted(certified))}){scope}"
+    return ProofVerdict(status="proven", proven_die_counts=list(die_counts), seconds=seconds, method=method, **verdict)

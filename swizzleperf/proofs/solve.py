@@ -64,6 +64,7 @@ class Outcome:
     overflow_total: int | None = None  # programs of the grid an intermediate overflows on
     proven_max_programs: int | None = None  # when proven only on a smaller domain than asked
     work: int = 0  # z3 resource units the attempt spent
+    certificate: str | None = None  # the inverse certificate that proved injectivity (certificates.py), if one did
 
     @property
     def decisive(self) -> bool:
@@ -117,7 +118,7 @@ class Prover:
         outputs = executor.outputs()
         return Copy(pid, bounds, outputs, executor.points, backend.violations)
 
-    def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False):
+    def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False, strategies=None):
         """Values of a model (by name), None if unsatisfiable, or UNDECIDED within `weight` times
         this round's slice. Timeout once the budget is spent or the backstop passed.
         `generalize`: the products of extents are replaced by free variables (integers only)."""
@@ -125,11 +126,12 @@ class Prover:
         if generalize:
             formulas = generalize_products(formulas, self.domain.extents, self.domain.max_programs)
         hints = nested_division_facts(formulas) if self.domain.kind == "int" else []
-        return self.ask(formulas, hints, what, weight)
+        return self.ask(formulas, hints, what, weight, strategies=strategies)
 
-    def ask(self, formulas: list, hints: list, what: str, weight: float, abstraction: bool = False):
+    def ask(self, formulas: list, hints: list, what: str, weight: float, abstraction: bool = False,
+            strategies=None):
         """One z3 query (check), remembered: what is proven stays proven, an abstraction with a
-        model is not asked again."""
+        model is not asked again. `strategies`: solver.STRATEGIES unless given."""
         if self.budget.work < MIN_WORK:
             raise Timeout(self.undecided or what, "its work budget is spent")
         backstop = self.budget.deadline - time.monotonic()
@@ -142,7 +144,7 @@ class Prover:
             return UNDECIDED
         answer = solve(formulas, [*self.domain.bounded, *self.pids],
                        min(self.budget.work, int(self.slice * weight)),
-                       hints, backstop, ABSTRACTION_STRATEGIES if abstraction else STRATEGIES)
+                       hints, backstop, strategies or (ABSTRACTION_STRATEGIES if abstraction else STRATEGIES))
         self.budget.work -= answer.work
         if answer.status == "unsat":
             self.proven[key] = formulas  # held, so that no other formula can reuse these ids
@@ -316,18 +318,23 @@ class Prover:
     # --- query 2 -------------------------------------------------------------------------------
 
     def injectivity(self) -> Outcome | None:
-        """Query (2): through the chain of cuts, then the whole formula; None if undecided."""
+        """Query (2): the abstractions, through the chain of cuts, then the whole formula; None if undecided."""
         a, b = self.translate("pid_a", self.signed), self.translate("pid_b", self.signed)
-        if self.domain.kind == "int":  # the linear abstraction of the whole formula settles most remaps at once
-            facts = [*self.holds(a), *self.holds(b)]
-            same = [x == y for x, y in zip(a.outputs, b.outputs)]
-            order = self.domain.widen(a.pid) < self.domain.widen(b.pid)
-            query = [*self.domain.constraints, *a.bounds, *b.bounds, order, *same, *facts]
-            if self.ask(linearize(query, self.known()), [], "whether two programs share a logical index",
-                        ABSTRACTION_WEIGHT, abstraction=True) is None:
-                return Outcome(proven=True)
-            if self.abstractly(query, "whether two programs share a logical index") is None:
-                return Outcome(proven=True)
+        return Outcome(proven=True) if self.abstractions_hold(a, b) else self.exactly(a, b)
+
+    def abstractions_hold(self, a: Copy, b: Copy) -> bool:
+        """Query (2)'s linear abstraction, then with product theorems, is unsat (integers only)."""
+        if self.domain.kind != "int":  # the linear abstraction of the whole formula settles most remaps at once
+            return False
+        facts = [*self.holds(a), *self.holds(b)]
+        same = [x == y for x, y in zip(a.outputs, b.outputs)]
+        order = self.domain.widen(a.pid) < self.domain.widen(b.pid)
+        query = [*self.domain.constraints, *a.bounds, *b.bounds, order, *same, *facts]
+        what = "whether two programs share a logical index"
+        return self.ask(linearize(query, self.known()), [], what, ABSTRACTION_WEIGHT, abstraction=True) is None \
+            or self.abstractly(query, what) is None
+
+    def exactly(self, a: Copy, b: Copy) -> Outcome | None:
         outcome = self.through_cuts(a, b)
         if outcome is not None or self.chained:  # once a cut holds, the rounds spend their time on what it leaves
             return outcome

@@ -55,7 +55,8 @@ class ProofVerdict(BaseModel):
     counterexample: Counterexample | None = None
     unknown_kind: UnknownKind | None = None
     reason: str | None = Field(None, description="why the verdict is unknown")
-    method: str | None = Field(None, description="how a hook proven in parts was cut (None: proven whole)")
+    method: str | None = Field(None, description="how a hook proven in parts was cut, or which inverse certificate "
+                                                 "proved it one-to-one (None: proven whole, without one)")
     time_limit_s: float
     seconds: float
 
