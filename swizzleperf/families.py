@@ -51,7 +51,7 @@ def _header(hook: HookSignature, doc: str) -> list[str]:
     return ["@triton.jit", f"{hook.render()}:", f'    """{doc}"""']
 
 
-def _dies(hook: HookSignature, dies: int | None) -> str:
+def die_count_code(hook: HookSignature, dies: int | None) -> str:
     """The die count as code: the kernel's NUM_XCDS-like constexpr, or a literal override."""
     if dies is None:
         if not hook.constexprs:
@@ -74,7 +74,7 @@ def _order_xcd_contiguous(hook: HookSignature, dies: int | None = None) -> list[
     # Die d receives programs d, d+N, d+2N, ... and gives them one contiguous logical range. The
     # first t dies ("tall") get q = ceil(G/N) programs, the rest q-1; t = N when N divides G.
     # ceil(G/N) as (G - 1) // N + 1: `G + N - 1` wraps in int32 for grids within N of 2**31.
-    n = _dies(hook, dies)
+    n = die_count_code(hook, dies)
     return [
         f"    count = {_count(hook)}",
         f"    xcd = {hook.pid} % {n}",
@@ -92,7 +92,7 @@ def _order_xcd_chunked(hook: HookSignature, chunk: int, dies: int | None = None)
     # Rounds of N*chunk launch ids: within a round, die d takes `chunk` consecutive logical ids, so
     # neighbours share a die and run at about the same time. The tail that does not fill a round
     # keeps the identity.
-    n = _dies(hook, dies)
+    n = die_count_code(hook, dies)
     return [
         f"    count = {_count(hook)}",
         f"    per_round = {n} * {chunk}",
@@ -146,7 +146,7 @@ def _order_cluster_rounds(hook: HookSignature, index: str, count: str, chunk: st
     No intermediate exceeds `count` (int32 would wrap): the round size is formed only where a
     round fits, and ceil(tail/N) is (tail - 1) // N + 1.
     """
-    n = _dies(hook, dies)
+    n = die_count_code(hook, dies)
     return [
         f"    rounds_end = {count} // {chunk} // {n} * {n} * {chunk}",
         f"    if {index} < rounds_end:",

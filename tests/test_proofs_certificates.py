@@ -1,4 +1,4 @@
-"""Inverse certificates (swizzleperf.proofs.certificates, swizzleperf.inverses): the family inverses
+"""Inverse certificates (swizzleperf.proofs.certificates, swizzleperf.proofs.inverses): the family inverses
 undo their families, a certificate proves only what is true, and a wrong or foreign one changes
 no verdict (it only costs its budget)."""
 
@@ -12,7 +12,7 @@ pytest.importorskip("z3")
 
 from swizzleperf.families import FamilyInstance  # noqa: E402
 from swizzleperf.hardware import PRESETS  # noqa: E402
-from swizzleperf.inverses import inverse_signature, render_inverse  # noqa: E402
+from swizzleperf.proofs.inverses import inverse_signature, render_inverse  # noqa: E402
 from swizzleperf.kernel import HookSignature  # noqa: E402
 from swizzleperf.proofs import concrete  # noqa: E402
 from swizzleperf.proofs.backends import ConcreteBackend  # noqa: E402

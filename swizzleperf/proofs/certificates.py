@@ -11,7 +11,7 @@ count, translated by the same executor (its operations are z3 terms, total funct
 it divides by zero; what it would do in Triton does not matter). So a wrong g only fails to prove:
 a model of g(f(x)) != x is no counterexample to f, and the prover goes on with query (2). The hook
 is still translated from its own source; the family labels only name which inverses
-(swizzleperf.inverses) are tried: for a 1D hook (a hook, or the order a 2D or 3D hook is cut
+(swizzleperf.proofs.inverses) are tried: for a 1D hook (a hook, or the order a 2D or 3D hook is cut
 into), those of the 1D orders the offline search uses that undo it on a few sample grids.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import z3
 
 from swizzleperf.errors import RemapRejected
-from swizzleperf.inverses import InverseSignature, inverse_signature, order_inverses
+from swizzleperf.proofs.inverses import InverseSignature, inverse_signature, order_inverses
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import concrete
 from swizzleperf.proofs.backends import ConcreteBackend
@@ -76,7 +76,7 @@ def _order_inverses(hook: HookSignature) -> list[Certificate]:
 
 def certificates_for(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int]) -> list[Certificate]:
     """The inverses worth asking z3 about, for a 1D hook (a hook, or the order a hook is cut into):
-    those of the 1D orders (swizzleperf.inverses.order_inverses) that undo it on the sample grids.
+    those of the 1D orders (swizzleperf.proofs.inverses.order_inverses) that undo it on the sample grids.
     None for other hooks: their proofs stall on the range, not on injectivity (and the orders they
     are cut into get theirs), nor for an order that takes sizes."""
     if hook.ndim != 1 or sizes_of(hook) or len(hook.constexprs) != 1:

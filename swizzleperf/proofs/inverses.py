@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from swizzleperf.families import FamilyInstance, _dies
+from swizzleperf.families import FamilyInstance, die_count_code
 from swizzleperf.kernel import HookSignature
 
 
@@ -80,7 +80,7 @@ def _xcd_contiguous_inverse(n: str, index: str, count: str, target: str, indent:
 
 
 def _order_xcd_contiguous(hook: HookSignature, lid: str, dies: int | None = None) -> list[str]:
-    return [f"    count = {' * '.join(hook.grid_params)}"] + _xcd_contiguous_inverse(_dies(hook, dies), lid, "count",
+    return [f"    count = {' * '.join(hook.grid_params)}"] + _xcd_contiguous_inverse(die_count_code(hook, dies), lid, "count",
                                                                                      "launch")
 
 
@@ -91,7 +91,7 @@ def _rounds_inverse(n: str, index: str, per_round: str, chunk: str, target: str,
 
 
 def _order_xcd_chunked(hook: HookSignature, lid: str, chunk: int, dies: int | None = None) -> list[str]:
-    n = _dies(hook, dies)
+    n = die_count_code(hook, dies)
     return [f"    count = {' * '.join(hook.grid_params)}",
             f"    per_round = {n} * {chunk}",
             "    full = count - count % per_round",
@@ -132,7 +132,7 @@ def _linear(hook: HookSignature, order: Callable[..., list[str]], raster: Callab
 def _cluster_rounds_inverse(hook: HookSignature, index: str, count: str, chunk: str, target: str,
                             dies: int | None) -> list[str]:
     """families._order_cluster_rounds backwards: whole rounds, then the XCD-contiguous tail."""
-    n = _dies(hook, dies)
+    n = die_count_code(hook, dies)
     return ([f"    rounds_end = {count} // {chunk} // {n} * {n} * {chunk}",
              f"    if {index} < rounds_end:",
              f"        per_round = {n} * {chunk}"]
