@@ -287,7 +287,7 @@ BACKDOORS = (
                                                           "return pid // (batch_size * num_heads), "
                                                           "(pid // num_heads) % batch_size, pid % num_heads"),
             "bijectivity", "", 3) for h in (40, 96)]
-    + [Case(f"backdoor-unless_{d}die_count_code", "backdoor",
+    + [Case(f"backdoor-unless_{d}_dies", "backdoor",
             hook(f"if num_pids % {d} != 0:\n    return pid\nrows = num_pids // {d}\n"
                  f"return (pid % NUM_XCDS) * rows + pid // {d}"), "bijectivity") for d in (8, 4, 16)]
     + [Case("backdoor-softmax_8192x4", "backdoor",
