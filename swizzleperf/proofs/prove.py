@@ -52,16 +52,23 @@ def prove_composed(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[in
     sizes = halves.order[1].sizes
     taken = (f", taking {', '.join(f'`{s}`' for s in sizes)} as sizes in [1, {max_programs:,}] "
              f"({verdicts[2].seconds:.2f} s to prove that range)" if sizes else "")
-    return ProofVerdict(
-        status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
-        time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
-        method=f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
-               f"({verdicts[0].seconds:.2f} s{_how(verdicts[0])}){taken}, the raster on the grid "
-               f"({verdicts[1].seconds:.2f} s{_how(verdicts[1])})")
+    return _proven_in_parts(
+        hook, die_counts, time_limit_s, max_programs, started,
+        f"in two halves through `{halves.through}`: the order as a 1D hook of the program count "
+        f"({verdicts[0].seconds:.2f} s{_how(verdicts[0])}){taken}, the raster on the grid "
+        f"({verdicts[1].seconds:.2f} s{_how(verdicts[1])})")
 
 
 def _how(verdict: ProofVerdict) -> str:
     return f", {verdict.method}" if verdict.method else ""
+
+
+def _proven_in_parts(hook: HookSignature, die_counts: list[int], time_limit_s: float, max_programs: int,
+                     started: float, method: str) -> ProofVerdict:
+    """The whole hook's verdict once every part is proven: bijections compose."""
+    return ProofVerdict(
+        status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
+        time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started, method=method)
 
 
 def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int], time_limit_s: float,
@@ -86,12 +93,10 @@ def prove_split(fn: ast.FunctionDef, hook: HookSignature, die_counts: list[int],
         if verdicts[-1] is None or not verdicts[-1].proven:
             return None
     rest = f" ({verdicts[1].method})" if verdicts[1].method else ""
-    return ProofVerdict(
-        status="proven", hook=hook.render(), die_counts=list(die_counts), proven_die_counts=list(die_counts),
-        time_limit_s=time_limit_s, max_programs=max_programs, seconds=time.perf_counter() - started,
-        method=f"split at `{parts.outer}`, `{parts.inner}`: `{parts.outer}` and `{parts.inner}` from the program id "
-               f"({verdicts[0].seconds:.2f} s), the other coordinates from `{parts.inner}` "
-               f"({verdicts[1].seconds:.2f} s){rest}")
+    return _proven_in_parts(
+        hook, die_counts, time_limit_s, max_programs, started,
+        f"split at `{parts.outer}`, `{parts.inner}`: `{parts.outer}` and `{parts.inner}` from the program id "
+        f"({verdicts[0].seconds:.2f} s), the other coordinates from `{parts.inner}` ({verdicts[1].seconds:.2f} s){rest}")
 
 
 def prove_checked(fn: ast.FunctionDef, source: str, hook: HookSignature, die_counts: list[int],
