@@ -107,12 +107,25 @@ def _print_kernel(result, noise) -> None:
         print(f"  {r.label[:42]:42s} {r.measured_lookup_pct:7.2f} {r.measured_read_pct:9.2f} "
               f"{r.predicted_read_pct:9.2f} {r.ceiling_pct:8.2f} "
               f"{r.measured_dram_bytes / 1e6:12.2f} {r.predicted_dram_bytes / 1e6:12.2f}")
+    _print_split(result)
     rho = result.rank_correlation
     agree, pairs = result.ordered_pairs()
     print(f"  MAE {result.read_mae:.2f} points; rank corr {'n/a' if rho is None else f'{rho:.2f}'} "
           f"(measured spread {result.measured_spread:.2f}); pairs apart by > 1 point ordered as measured: "
           f"{agree:g}/{pairs}; DRAM mean |rel err| "
           f"{100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max {result.worst_over_ceiling:+.2f}")
+
+
+def _print_split(result) -> None:
+    """Where the reads were served, measured and predicted, for recordings with the far partition's counters."""
+    rows = [r for r in result.remaps if r.measured_split and r.predicted_split]
+    if not rows:
+        return
+    print(f"  {'served from (% of read requests)':42s} {'near ncu':>9s} {'sim':>6s} {'far ncu':>8s} {'sim':>6s} "
+          f"{'DRAM ncu':>9s} {'sim':>6s}")
+    for r in rows:
+        (near, far, dram), (p_near, p_far, p_dram) = r.measured_split, r.predicted_split
+        print(f"  {r.label[:42]:42s} {near:9.2f} {p_near:6.2f} {far:8.2f} {p_far:6.2f} {dram:9.2f} {p_dram:6.2f}")
 
 
 def _print_pooled(results) -> None:

@@ -7,18 +7,24 @@ not only the first wave. Written to OUT.json: per kernel, the SM and start time 
 timer's resolution is coarse) of each launch slot.
 
     python benchmarks/probe_placement.py OUT.json kernels/softmax.py:medium kernels/gemm.py:medium ...
+    python benchmarks/probe_placement.py --summary RECORD.json[.gz] [--gpu h100]
+
+--summary (no GPU needed) prints, after each kernel's first wave, how often programs 1, 2 and 4 apart
+in launch order ran on one SM and on one L2 side (the sides from the measured layout), and the mean
+length of the runs of consecutive programs on one side: 2.0 if the scheduler picked sides at random.
+The recorded H100 run is `tests/fixtures/probes/placement-h100.json.gz`.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from swizzleperf.kernel import load_kernel
+import numpy as np
 
 WRAPPER = '''
 @triton.jit
@@ -30,6 +36,54 @@ def {name}({params}):
         "=r,l,l", [{smids} + slot * 4, {starts} + slot * 8], dtype=tl.int32, is_pure=False, pack=1)
     return _probe_inner({args})
 '''
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """Where consecutive programs ran once the first wave was placed."""
+
+    first_wave: int            # programs of the first wave (every SM the same count), left out
+    same_sm: float             # P(programs 1 apart ran on one SM)
+    same_side: tuple[float, float, float]  # P(one L2 side) for programs 1, 2 and 4 apart
+    side_run: float            # mean run of consecutive programs on one side (2.0 at random)
+
+
+def first_wave(smids: np.ndarray, num_sms: int, most: int = 64) -> int:
+    """The shortest prefix of k * num_sms programs (k <= most) in which every SM ran exactly k programs (0 if
+    none): the first wave fills every SM to its occupancy, visiting some SMs earlier than others."""
+    for k in range(1, min(most, len(smids) // num_sms) + 1):
+        if (np.bincount(smids[:k * num_sms], minlength=num_sms) == k).all():
+            return k * num_sms
+    return 0
+
+
+def steady_state(smids, sides) -> SteadyState:
+    """`smids` of successive programs and each SM's L2 side -> the statistics after the first wave."""
+    smids, sides = np.asarray(smids), np.asarray(sides)
+    skip = first_wave(smids, len(sides))
+    rest, side = smids[skip:], sides[smids[skip:]]
+    same = tuple(float(np.mean(side[:-d] == side[d:])) for d in (1, 2, 4))
+    changes = np.flatnonzero(side[1:] != side[:-1])
+    runs = np.diff(np.concatenate([[-1], changes, [len(side) - 1]]))
+    return SteadyState(first_wave=skip, same_sm=float(np.mean(rest[:-1] == rest[1:])), same_side=same,
+                       side_run=float(runs.mean()))
+
+
+def summary(path: str, gpu: str = "h100") -> int:
+    from swizzleperf.measured_layouts import sm_partition
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        record = json.load(f)
+    sides = sm_partition(gpu)
+    print(f"{record['device']}: after the first wave, programs 1 / 2 / 4 apart on one L2 side, on one SM, and the mean "
+          f"run on one side (2.0 at random)")
+    for kernel in record["kernels"]:
+        state = steady_state(kernel["smid"], sides)
+        print(f"  {kernel['kernel']:14s} {kernel['size']:9s} first wave {state.first_wave:5d}  same side "
+              f"{' / '.join(f'{p:.2f}' for p in state.same_side)}  same SM {state.same_sm:.3f}  side run "
+              f"{state.side_run:.2f}")
+    return 0
 
 
 def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir: Path) -> Path:
@@ -44,6 +98,10 @@ def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir
 
 
 def placement(spec: str, workdir: Path) -> dict:
+    import torch
+
+    from swizzleperf.kernel import load_kernel
+
     path, _, size_name = spec.partition(":")
     kernel = load_kernel(path)
     size_name = size_name or kernel.default_size
@@ -65,6 +123,8 @@ def placement(spec: str, workdir: Path) -> dict:
 
 
 def main(out: str, specs: list[str]) -> int:
+    import torch
+
     props = torch.cuda.get_device_properties(0)
     with tempfile.TemporaryDirectory() as tmp:
         records = [placement(spec, Path(tmp)) for spec in specs]
@@ -78,4 +138,6 @@ def main(out: str, specs: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--summary":
+        sys.exit(summary(sys.argv[2], sys.argv[4] if sys.argv[3:4] == ["--gpu"] else "h100"))
     sys.exit(main(sys.argv[1], sys.argv[2:]))

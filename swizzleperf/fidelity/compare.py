@@ -14,7 +14,8 @@ import numpy as np
 from swizzleperf.fidelity.records import MeasuredKernel, MeasuredRemap
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
-from swizzleperf.profilers.ncu import DRAM_READ, OCCUPANCY_LIMITS, READ_HIT, READ_MISS, read_requests
+from swizzleperf.profilers.ncu import (
+    DRAM_FILLS, DRAM_READ, FAR_READ_HIT, OCCUPANCY_LIMITS, READ_HIT, READ_MISS, read_requests)
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.report import BottleneckReport
 
@@ -31,6 +32,24 @@ def measured_lookup_hit_pct(metrics: dict[str, float]) -> float:
     """The L2's own read lookup hit rate (what ncu's lookup counters say; merged requests are not in it)."""
     hits, misses = metrics[READ_HIT], metrics[READ_MISS]
     return 100.0 * hits / (hits + misses) if hits + misses else 0.0
+
+
+def measured_split(metrics: dict[str, float]) -> tuple[float, float, float] | None:
+    """Where the SMs' read requests were served, in percent: (near partition, far partition, DRAM); None for
+    recordings without the far partition's counters. The three add up to 100 within the counters' noise."""
+    requests, misses, _ = read_requests(metrics)
+    if FAR_READ_HIT not in metrics or not requests:
+        return None
+    fills = metrics.get(DRAM_FILLS, metrics.get(DRAM_READ, 0.0) / 32)
+    return 100.0 * (requests - misses) / requests, 100.0 * metrics[FAR_READ_HIT] / requests, 100.0 * fills / requests
+
+
+def predicted_split(report: BottleneckReport) -> tuple[float, float, float] | None:
+    """The simulator's (near, far, DRAM) shares of the read requests: far = read misses that DRAM did not serve."""
+    if not report.accesses or report.bytes_from_next_level is None or not report.granule_bytes:
+        return None
+    dram = 100.0 * report.bytes_from_next_level / report.granule_bytes / report.accesses
+    return report.hit_pct, max(0.0, 100.0 - report.hit_pct - dram), dram
 
 
 def measured_resources(record: MeasuredKernel) -> tuple[int | None, int | None]:
@@ -57,6 +76,8 @@ class RemapComparison:
     measured_dram_bytes: float
     predicted_dram_bytes: float
     measured_lookup_pct: float | None = None  # the L2's own lookup hit rate, for the record
+    measured_split: tuple[float, float, float] | None = None  # near, far, DRAM shares of the read requests (%)
+    predicted_split: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,4 +194,5 @@ def _compare(report: BottleneckReport, remap: MeasuredRemap) -> RemapComparison:
                            ceiling_pct=100.0 if report.ceiling_pct is None else report.ceiling_pct,
                            measured_dram_bytes=remap.metrics.get(DRAM_READ, float("nan")),
                            predicted_dram_bytes=float(report.bytes_from_next_level or 0),
-                           measured_lookup_pct=measured_lookup_hit_pct(remap.metrics))
+                           measured_lookup_pct=measured_lookup_hit_pct(remap.metrics),
+                           measured_split=measured_split(remap.metrics), predicted_split=predicted_split(report))

@@ -30,9 +30,12 @@ from swizzleperf.profilers.runner import (
 from swizzleperf.proposers.search import candidate_space
 
 # The SM-side L2 traffic split by operation (what a swizzle changes is read reuse; writes allocate
-# without a fetch), L1's filtering of global loads, DRAM traffic, and what sets occupancy.
+# without a fetch), where the read misses were served (far partition or DRAM), L1's filtering of global
+# loads, DRAM traffic, and what sets occupancy.
 METRICS = (ncu.READ_HIT, ncu.READ_MISS, ncu.WRITE_HIT, ncu.WRITE_MISS, ncu.TEX_HIT, ncu.TEX_MISS, ncu.LOOKUP_HIT,
            ncu.LOOKUP_MISS, ncu.L1_HIT, ncu.L1_MISS, ncu.SM_READ_SECTORS, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+           ncu.FAR_READ_HIT, ncu.FAR_READ_MISS, ncu.DRAM_FILLS, "lts__t_sectors_srcunit_tex_op_read.sum",
+           "lts__t_requests_srcunit_tex_op_read.sum",
            ncu.DRAM_READ, "dram__bytes_write.sum", ncu.DURATION, *ncu.OCCUPANCY_LIMITS,
            "launch__shared_mem_config_size", "launch__shared_mem_per_block_static",
            "launch__shared_mem_per_block_dynamic", "launch__registers_per_thread", "launch__block_size",

@@ -68,6 +68,12 @@ L1_MISS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum"
 # read sectors the L2 returned to the SMs for global/local loads: every L1 miss, including the requests
 # merged before the L2's tag lookup (which the lookup counters above never see)
 SM_READ_SECTORS = "l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld.sum"
+# where the SMs' read misses were served (fidelity recordings): the other L2 partition's lookups of what
+# the near one lacked (a far hit is a read miss on the SM side with no DRAM traffic) and the sectors
+# filled from DRAM; on the H100 the SM-side read misses equal far hits + fills (to 0.5 % of the reads)
+FAR_READ_HIT = "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_hit.sum"
+FAR_READ_MISS = "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_miss.sum"
+DRAM_FILLS = "lts__d_sectors_fill_device.sum"
 OCCUPANCY_LIMITS = ("launch__occupancy_limit_blocks", "launch__occupancy_limit_registers",
                     "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps")
 METRICS = (HIT_RATE_PCT, SECTORS, LOOKUP_HIT, LOOKUP_MISS, DURATION, DRAM_READ, READ_HIT, READ_MISS, WRITE_HIT,

@@ -1,0 +1,48 @@
+"""The block scheduler's recorded placement (H100): the first wave and the steady state's L2 sides."""
+
+import gzip
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swizzleperf.measured_layouts import sm_partition
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("probe_placement", ROOT / "benchmarks" / "probe_placement.py")
+probe = sys.modules["probe_placement"] = importlib.util.module_from_spec(_spec)  # dataclasses look it up
+_spec.loader.exec_module(probe)
+
+
+def _recorded() -> dict:
+    with gzip.open(ROOT / "tests" / "fixtures" / "probes" / "placement-h100.json.gz", "rt") as f:
+        return {k["kernel"]: k for k in json.load(f)["kernels"]}
+
+
+def test_the_first_wave_fills_every_sm_to_the_kernels_occupancy():
+    """ncu's launch statistics give these occupancies (programs per SM); the first wave is that many per SM."""
+    kernels = _recorded()
+    occupancy = {"spmv": 16, "stencil2d": 10, "softmax": 12, "elementwise": 12, "fdtd2d": 3, "gemm": 2, "attention": 1}
+    for name, programs in occupancy.items():
+        assert probe.first_wave(np.array(kernels[name]["smid"]), 132) == 132 * programs, name
+
+
+def test_short_programs_run_next_to_each_other_on_one_side_the_others_nearly_at_random():
+    kernels, sides = _recorded(), sm_partition("h100")
+    spmv = probe.steady_state(kernels["spmv"]["smid"], sides)
+    softmax = probe.steady_state(kernels["softmax"]["smid"], sides)
+    assert spmv.same_side[0] > 0.8 and spmv.side_run > 5  # 19 line accesses a program
+    assert softmax.same_side[0] < 0.56 and softmax.side_run < 2.3
+    assert spmv.same_sm < 0.01 and softmax.same_sm < 0.01  # consecutive programs never share an SM
+
+
+def test_steady_state_statistics_on_known_sequences():
+    sides = [0, 1] * 4  # SM i is on side i % 2
+    alternating = probe.steady_state([0, 1] * 50, sides)
+    assert alternating.same_side == (0.0, 1.0, 1.0) and alternating.side_run == 1.0 and alternating.same_sm == 0.0
+    random_sides = probe.steady_state(np.random.default_rng(0).integers(0, 8, 100_000), sides)
+    assert random_sides.side_run == pytest.approx(2.0, abs=0.05)
+    assert random_sides.same_sm == pytest.approx(1 / 8, abs=0.01)
