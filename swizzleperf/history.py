@@ -27,9 +27,10 @@ RANKING_RULE = ("accepted attempts ranked by L2 read misses (fewer first: the fe
                 "is measured, its p20 time above the baseline's p80; on a persistent kernel under the simulator, "
                 "its busiest program issuing more than 5 % more loads and stores than the baseline's busiest")
 PREDICTED_SLOWER = 1.05  # a static schedule's time is its busiest program's: the issue's own tolerance
-# How far one remap's measured read hit rate moves between identical runs: the largest range over 8 ncu
-# recordings of the same remaps on an H100 (stencil2d 1.28 points, gemm's identity 0.91; median 0.25;
-# tests/fixtures/fidelity/repeat*). rocprofv3's is not measured yet.
+# How far one remap's measured read hit rate moves between identical runs: the largest range over 8-13 ncu
+# recordings of the same remaps on H100s (stencil2d 1.28 points, gemm's identity 1.24; median 0.25;
+# tests/fixtures/fidelity/repeat*). Attention's block-first orders, at 5-8 %, move by up to 2.9 points over
+# five recordings on five GPUs: a tie rule among those alone would need that. rocprofv3's is not measured yet.
 RUN_TO_RUN_PTS = {"ncu": 1.3}
 
 
