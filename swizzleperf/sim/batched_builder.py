@@ -68,6 +68,11 @@ def _ints(shape) -> tuple[int, ...]:
 
 def _batched_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
     """Builder methods that create, move or read axes, rewritten for a trailing program axis."""
+    return _shape_ops(engine, interp) | _arithmetic_ops(interp) | _memory_ops(engine, interp)
+
+
+def _shape_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
+    """Program ids, ranges, and the methods that reshape, join or cut blocks."""
     TH, tl, np_dtype = interp.TensorHandle, interp.tl, interp._get_np_dtype
 
     def create_get_program_id(self, axis):
@@ -108,6 +113,18 @@ def _batched_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
         d = val.data
         return TH(d[..., 0, :], val.dtype.scalar), TH(d[..., 1, :], val.dtype.scalar)
 
+    def create_gather(self, src, indices, axis):
+        s, i = src.data, indices.data
+        q = max(s.shape[-1], i.shape[-1])
+        return TH(np.take_along_axis(for_programs(s, q), for_programs(i, q), axis=axis), src.dtype.scalar)
+
+    return {name: fn for name, fn in locals().items() if name.startswith("create_")}
+
+
+def _arithmetic_ops(interp) -> dict[str, Callable]:
+    """tl.dot over the program axis, and pointer arithmetic on compacted broadcasts."""
+    TH, tl = interp.TensorHandle, interp.tl
+
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         a_data, b_data = a.data, b.data
         if (a.dtype.primitive_bitwidth == 8 and a.dtype.is_floating()) or \
@@ -118,11 +135,6 @@ def _batched_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
         out = np.matmul(np.moveaxis(a_data, -1, 0), np.moveaxis(b_data, -1, 0), dtype=acc.dtype)
         return TH(np.moveaxis(out + np.moveaxis(acc, -1, 0), 0, -1), d.dtype.scalar)
 
-    def create_gather(self, src, indices, axis):
-        s, i = src.data, indices.data
-        q = max(s.shape[-1], i.shape[-1])
-        return TH(np.take_along_axis(for_programs(s, q), for_programs(i, q), axis=axis), src.dtype.scalar)
-
     def create_addptr(self, ptr, offset):
         width = np.uint64(max(1, ptr.get_element_ty().primitive_bitwidth // 8))  # int1 is stored in bytes
         off = offset.data
@@ -132,6 +144,13 @@ def _batched_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
         else:
             off = off.astype(np.uint64) * width
         return TH(ptr.data + off, ptr.dtype)
+
+    return {name: fn for name, fn in locals().items() if name.startswith("create_")}
+
+
+def _memory_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
+    """Loads and stores: recorded into the trace; loaded values computed only when something reads them."""
+    TH, np_dtype = interp.TensorHandle, interp._get_np_dtype
 
     def create_load(self, ptr, cache_policy, is_volatile):
         return self.create_masked_load(ptr, None, None, cache_policy, is_volatile)
@@ -163,23 +182,25 @@ def _batched_ops(engine: "BatchedCapture", interp) -> dict[str, Callable]:
     def create_masked_store(self, ptrs, value, mask, cache_policy):
         engine.poison(*engine.record(ptrs.data, None if mask is None else mask.data, is_store=True))
 
-    def _atomic_result(what: str):
-        def compute():
-            raise NeedsReference(f"the kernel uses the value returned by {what}")
-        return engine.Lazy(compute)
-
     def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
         engine.poison(*engine.record(ptr.data, mask.data, is_store=True))
-        return _atomic_result("an atomic read-modify-write")
+        return _atomic_result(engine, "an atomic read-modify-write")
 
     def create_atomic_cas(self, ptr, cmp, val, sem, scope):
         engine.poison(*engine.record(ptr.data, None, is_store=True))
-        return _atomic_result("tl.atomic_cas")
+        return _atomic_result(engine, "tl.atomic_cas")
 
     def create_print(self, prefix, hex, values, is_signed):
         pass  # values of a batch would print interleaved and unforced; reference mode prints them
 
     return {name: fn for name, fn in locals().items() if name.startswith("create_")}
+
+
+def _atomic_result(engine: "BatchedCapture", what: str):
+    """The value an atomic returns: computing it (the kernel reading it) needs the reference interpreter."""
+    def compute():
+        raise NeedsReference(f"the kernel uses the value returned by {what}")
+    return engine.Lazy(compute)
 
 
 def _on_compacted(method: Callable, interp) -> Callable:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.sim.batched_builder import builder_plan, quick_overflow_check
-from swizzleperf.sim.batched_language import PatchLangOnce, language_patches
+from swizzleperf.sim.batched_language import BatchedLanguage, PatchLangOnce
 from swizzleperf.sim.batched_values import lazy_class
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def batched_interpreter(engine: "BatchedCapture") -> Iterator[None]:
     engine.Lazy = lazy_class(interp.TensorHandle)
     plan = builder_plan(engine, interp)
     saved = {name: B.__dict__[name] for name in plan if name in B.__dict__}
-    patch_tensor, patch_reduce = language_patches(engine, interp)
+    language = BatchedLanguage(engine, interp)
     saved_module = {name: getattr(interp, name) for name in ("_patch_lang_tensor", "_patch_reduce_scan", "_patch_lang")}
     tl = interp.tl
     leaked = [(cls, ("__index__", "__bool__", "__repr__", "__str__", "T")) for cls in {tl.tensor, tl.core.tensor}]
@@ -65,7 +65,7 @@ def batched_interpreter(engine: "BatchedCapture") -> Iterator[None]:
     stock_sanitize = semantic_cls.binary_op_sanitize_overflow_impl
     for name, fn in plan.items():
         setattr(B, name, fn)
-    interp._patch_lang_tensor, interp._patch_reduce_scan = patch_tensor, patch_reduce
+    interp._patch_lang_tensor, interp._patch_reduce_scan = language.patch_lang_tensor, language.patch_reduce_scan
     interp._patch_lang = PatchLangOnce(saved_module["_patch_lang"], tl)
     semantic_cls.binary_op_sanitize_overflow_impl = quick_overflow_check(stock_sanitize)
     try:
