@@ -66,8 +66,16 @@ def fit_signature(node: ast.FunctionDef, hook: HookSignature) -> tuple[str | Non
                      + " (by position) to match the hook's signature")
         changed = True
 
+    annotation_notes = _fit_annotations(node, hook)
+    return None, notes + annotation_notes, changed or bool(annotation_notes)
+
+
+def _fit_annotations(node: ast.FunctionDef, hook: HookSignature) -> list[str]:
+    """Annotate the hook's constexpr parameters as tl.constexpr and no other; drop a return annotation.
+    Returns a note per change."""
+    notes = []
     constexpr_from = len(hook.params) - len(hook.constexprs)
-    for index, arg in enumerate(args.args):
+    for index, arg in enumerate(node.args.args):
         annotation = None if arg.annotation is None else ast.unparse(arg.annotation)
         wanted = "tl.constexpr" if index >= constexpr_from else None
         if annotation == wanted:
@@ -77,12 +85,10 @@ def fit_signature(node: ast.FunctionDef, hook: HookSignature) -> tuple[str | Non
             notes.append(f"annotated {arg.arg} as tl.constexpr" + (f" (was {annotation})" if annotation else ""))
         else:
             notes.append(f"removed the annotation {annotation} of {arg.arg} (the hook takes it unannotated)")
-        changed = True
     if node.returns is not None:
         notes.append(f"removed the return annotation {ast.unparse(node.returns)}")
         node.returns = None
-        changed = True
-    return None, notes, changed
+    return notes
 
 
 def render_function(node: ast.FunctionDef, lines: list[str], changed: bool, old_name: str) -> tuple[str, list[str]]:

@@ -129,33 +129,7 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
            f"- proposer: {rec.proposer}, seed {rec.seed}; status: {rec.status} ({rec.status_detail})",
            f"- ranking: {rec.ranking_rule}", ""]
     if baseline and baseline.report and best and best.report:
-        out += [f"**Best: `{best.family}` (iteration {best.iteration}) — {best.report.metric_name} {best.report.hit_pct:.2f}% vs "
-                f"baseline {baseline.report.hit_pct:.2f}%, {ceiling_text(rec.ceiling_pct)}** "
-                f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points"
-                + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
-                   is not None else ")."), ""]
-        if (noise := within_noise(best, baseline)) is not None:
-            out += [f"The gain: {noise}.", ""]
-        out += [f"Bounds: {bounds_text(best.report)}.", ""]
-        if _bijectivity_data(best).get("proof_text"):
-            out += [f"Bijectivity of the best remap: {_bijectivity_data(best)['proof_text']}.", ""]
-        needs = achievable_sentence(best.report, rec.hardware.num_domains)
-        if needs:
-            out += [needs, ""]
-        if grouping:
-            out += [f"Where the best remap puts programs: {grouping}.", ""]
-        if best.report.timing and baseline.report.timing:
-            ratio, low, high = speedup(baseline.report.timing, best.report.timing)
-            out += [f"Time ({best.report.timing.source} median, L2 {best.report.timing.l2_state}): "
-                    f"{baseline.report.timing.median_ms:.4f} ms -> {best.report.timing.median_ms:.4f} ms, "
-                    f"speedup {ratio:.3f}x (p20/p80 range {low:.3f}-{high:.3f}).", ""]
-        if best.report.per_domain:
-            out += ["| die | accesses | hit % (baseline) | hit % (best) | unique lines (baseline) | unique lines (best) |",
-                    "|---|---|---|---|---|---|"]
-            for b, d in zip(baseline.report.per_domain, best.report.per_domain):
-                out.append(f"| {d.domain} | {d.accesses} | {b.hit_pct:.2f} | {d.hit_pct:.2f} | "
-                           f"{b.unique_lines} | {d.unique_lines} |")
-            out.append("")
+        out += _best_against_baseline(rec, best, baseline, grouping)
     if rec.usage.calls:
         out += [f"LLM usage: {rec.usage.calls} calls, {rec.usage.prompt_tokens} prompt + "
                 f"{rec.usage.completion_tokens} completion tokens" +
@@ -168,6 +142,38 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
                 "Files: `best/remap.py` (the remap alone, importable) and "
                 f"`best/{rec.kernel.path.split('/')[-1]}` (the kernel with it applied)."]
     (run.path / "report.md").write_text("\n".join(out) + "\n")
+
+
+def _best_against_baseline(rec, best, baseline, grouping: str | None) -> list[str]:
+    """report.md's summary of the best attempt: its gain, bounds, proof, grouping, time and per-die table."""
+    out = [f"**Best: `{best.family}` (iteration {best.iteration}) — {best.report.metric_name} {best.report.hit_pct:.2f}% vs "
+           f"baseline {baseline.report.hit_pct:.2f}%, {ceiling_text(rec.ceiling_pct)}** "
+           f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points"
+           + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
+              is not None else ")."), ""]
+    if (noise := within_noise(best, baseline)) is not None:
+        out += [f"The gain: {noise}.", ""]
+    out += [f"Bounds: {bounds_text(best.report)}.", ""]
+    if _bijectivity_data(best).get("proof_text"):
+        out += [f"Bijectivity of the best remap: {_bijectivity_data(best)['proof_text']}.", ""]
+    needs = achievable_sentence(best.report, rec.hardware.num_domains)
+    if needs:
+        out += [needs, ""]
+    if grouping:
+        out += [f"Where the best remap puts programs: {grouping}.", ""]
+    if best.report.timing and baseline.report.timing:
+        ratio, low, high = speedup(baseline.report.timing, best.report.timing)
+        out += [f"Time ({best.report.timing.source} median, L2 {best.report.timing.l2_state}): "
+                f"{baseline.report.timing.median_ms:.4f} ms -> {best.report.timing.median_ms:.4f} ms, "
+                f"speedup {ratio:.3f}x (p20/p80 range {low:.3f}-{high:.3f}).", ""]
+    if best.report.per_domain:
+        out += ["| die | accesses | hit % (baseline) | hit % (best) | unique lines (baseline) | unique lines (best) |",
+                "|---|---|---|---|---|---|"]
+        for b, d in zip(baseline.report.per_domain, best.report.per_domain):
+            out.append(f"| {d.domain} | {d.accesses} | {b.hit_pct:.2f} | {d.hit_pct:.2f} | "
+                       f"{b.unique_lines} | {d.unique_lines} |")
+        out.append("")
+    return out
 
 
 def write_all(run: RunDir, kernel: KernelFile, history: History, achievable: np.ndarray | None = None) -> None:

@@ -169,14 +169,8 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
     if over is not None:
         return failed(over)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-correctness-") as tmp:
-        spliced = Path(tmp) / kernel.path.name
-        spliced.write_text(kernel.with_hook(remap_source))
-        payload = {"kernel_path": str(spliced), **settings, "files": _file_map(kernel, remap_source).to_json()}
-        if not kernel.has_reference:  # the kernel as it is, to compare with
-            original = Path(tmp) / "original" / kernel.path.name
-            original.parent.mkdir()
-            original.write_text(kernel.source)
-            payload["reference_path"] = str(original)
+        payload = {**_child_files(kernel, remap_source, Path(tmp)), **settings,
+                   "files": _file_map(kernel, remap_source).to_json()}
         # Triton reads the flag as @triton.jit functions are built (its own, at import): set it both ways.
         env = {"TRITON_INTERPRET": "1" if device == "cpu" else "0"}
         if device == "cpu":
@@ -201,6 +195,20 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
             if case.error is not None:
                 case.error += f"; reproduce with: {user_errors.check_command(kernel.path, case.size, case.seed)}"
     return CorrectnessReport.from_cases(kernel, cases, **settings, seconds=time.perf_counter() - t0)
+
+
+def _child_files(kernel: KernelFile, remap_source: str, tmp: Path) -> dict[str, str]:
+    """The kernel with the remap spliced in, written under `tmp`, and (when the kernel declares no reference)
+    the kernel as it is, to compare with."""
+    spliced = tmp / kernel.path.name
+    spliced.write_text(kernel.with_hook(remap_source))
+    files = {"kernel_path": str(spliced)}
+    if not kernel.has_reference:
+        original = tmp / "original" / kernel.path.name
+        original.parent.mkdir()
+        original.write_text(kernel.source)
+        files["reference_path"] = str(original)
+    return files
 
 
 def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds, num_xcds: int) -> str | None:

@@ -110,6 +110,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         launch()
     torch.cuda.synchronize()
 
+    times_ms = _timed_launches(launch, args)
+    if args.times_json is not None:
+        times = RunnerTimes(times_ms=times_ms, l2_state=args.l2, warmup=args.warmup, num_xcds=num_xcds,
+                            device=torch.cuda.get_device_name(0))
+        args.times_json.write_text(times.model_dump_json())
+    return 0
+
+
+def _timed_launches(launch, args) -> list[float]:
+    """args.iters launches, each timed with CUDA events (the L2 flushed before each when asked), inside the
+    profiler range when asked; their times in ms."""
+    import torch
+
     flush_buffer = None
     if args.l2 == "flushed":
         l2_bytes = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
@@ -127,12 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.cuda.synchronize()
     if args.profiler_range:
         torch.cuda.profiler.stop()
-
-    if args.times_json is not None:
-        times = RunnerTimes(times_ms=[s.elapsed_time(e) for s, e in zip(starts, ends)], l2_state=args.l2,
-                            warmup=args.warmup, num_xcds=num_xcds, device=torch.cuda.get_device_name(0))
-        args.times_json.write_text(times.model_dump_json())
-    return 0
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
 # --- parent side -----------------------------------------------------------------------------

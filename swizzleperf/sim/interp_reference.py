@@ -122,6 +122,24 @@ def reference_hooks(recorder: ReferenceRecorder) -> Iterator[None]:
     saved = {name: getattr(builder_cls, name) for name in HOOKED_BUILDER_METHODS}
     saved_init_args = executor_cls._init_args_hst
 
+    def init_args_hst(self, args_dev, kwargs):
+        args_hst, kwargs_hst = saved_init_args(self, args_dev, kwargs)
+        recorder.set_layout(VirtualLayout.from_args(args_hst, kwargs_hst))
+        return args_hst, kwargs_hst
+
+    for name, fn in _builder_hooks(recorder, saved).items():
+        setattr(builder_cls, name, fn)
+    executor_cls._init_args_hst = init_args_hst
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(builder_cls, name, fn)
+        executor_cls._init_args_hst = saved_init_args
+
+
+def _builder_hooks(recorder: ReferenceRecorder, saved: dict) -> dict:
+    """The stock builder's program change and memory ops (`saved`), each told to `recorder` first."""
     def set_grid_idx(self, x, y, z):
         saved["set_grid_idx"](self, x, y, z)
         recorder.start_program(program_id((x, y, z), self.grid_dim))
@@ -145,23 +163,9 @@ def reference_hooks(recorder: ReferenceRecorder) -> Iterator[None]:
         recorder.save_old(ptr.data, None, val.data.dtype)
         return saved["create_atomic_cas"](self, ptr, cmp, val, sem, scope)
 
-    def init_args_hst(self, args_dev, kwargs):
-        args_hst, kwargs_hst = saved_init_args(self, args_dev, kwargs)
-        recorder.set_layout(VirtualLayout.from_args(args_hst, kwargs_hst))
-        return args_hst, kwargs_hst
-
-    hooks = dict(set_grid_idx=set_grid_idx, create_masked_load=create_masked_load,
-                 create_masked_store=create_masked_store, create_atomic_rmw=create_atomic_rmw,
-                 create_atomic_cas=create_atomic_cas)
-    for name, fn in hooks.items():
-        setattr(builder_cls, name, fn)
-    executor_cls._init_args_hst = init_args_hst
-    try:
-        yield
-    finally:
-        for name, fn in saved.items():
-            setattr(builder_cls, name, fn)
-        executor_cls._init_args_hst = saved_init_args
+    return dict(set_grid_idx=set_grid_idx, create_masked_load=create_masked_load,
+                create_masked_store=create_masked_store, create_atomic_rmw=create_atomic_rmw,
+                create_atomic_cas=create_atomic_cas)
 
 
 @dataclass
