@@ -13,13 +13,13 @@ import textwrap
 import numpy as np
 
 from swizzleperf import plots, source_text
-from swizzleperf.bijectivity import logical_ids
+from swizzleperf.validation.bijectivity import logical_ids
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.grouping import grouping_sentence
 from swizzleperf.history import Attempt, History, slower_reason, within_noise
 from swizzleperf.kernel import KernelFile
 from swizzleperf.profilers.timer import speedup
-from swizzleperf.proof_status import docstring_line, proof_tag
+from swizzleperf.validation.proof_status import docstring_line, proof_tag
 from swizzleperf.report import BottleneckReport, bounds_text, ceiling_text
 from swizzleperf.runs import RunDir
 from swizzleperf.sim.dispatch import slot_domains

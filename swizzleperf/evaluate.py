@@ -12,7 +12,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from swizzleperf import bijectivity, correctness, remap
+from swizzleperf import remap
+from swizzleperf.validation import bijectivity, correctness
 from swizzleperf.errors import RemapRejected, SwizzlePerfError
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.history import Attempt, Stage, StageResult, kernel_diff
@@ -20,7 +21,7 @@ from swizzleperf.kernel import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import Proposal
 from swizzleperf.schedules import loop_order
-from swizzleperf.untrusted import echo
+from swizzleperf.validation.untrusted import echo
 
 _DETAIL_CHARS = 2000  # a stage's detail is one sentence; this bounds one that quotes too much
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from swizzleperf.errors import SandboxError
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
-from swizzleperf.sandbox import run_in_child
+from swizzleperf.validation.sandbox import run_in_child
 
 # Hopper's shared-memory carve-outs (KB; CUDA programming guide). 0, 8 and 16 exist too, but an H100
 # gave kernels without shared memory 32 KB (ncu launch__shared_mem_config_size), so the estimate starts there.

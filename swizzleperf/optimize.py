@@ -22,7 +22,7 @@ from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import LLMUsage, Proposal, ProposalContext, Proposer, propose_batch
 from swizzleperf.remap import normalise
 from swizzleperf.runs import BestRef, KernelRef, PendingBatch, RunDir, RunRecord
-from swizzleperf.untrusted import echo
+from swizzleperf.validation.untrusted import echo
 
 
 DEFAULT_BATCH = 4  # proposals per snapshot of the history: the same on every machine, so runs are too

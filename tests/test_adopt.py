@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from swizzleperf.bijectivity import logical_ids
+from swizzleperf.validation.bijectivity import logical_ids
 from swizzleperf.cli import app, main
 from swizzleperf.kernel import load_kernel
 

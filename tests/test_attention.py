@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import triton
 
-from swizzleperf.bijectivity import bijectivity_grids, check_bijective, find_bijectivity_failure, logical_ids
-from swizzleperf.correctness import check_correctness
+from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective, find_bijectivity_failure, logical_ids
+from swizzleperf.validation.correctness import check_correctness
 from swizzleperf.families import FamilyInstance
 from swizzleperf.hardware import PRESETS
 from swizzleperf.kernel import load_kernel

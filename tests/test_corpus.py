@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from hostile_corpus import CORPUS, MARKER, Case
-from swizzleperf.bijectivity import bijectivity_grids, check_bijective
+from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
 from swizzleperf.cli import _remap_from_file, main
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import load_kernel
 from swizzleperf.llm.extract import extract_hook
-from swizzleperf.proof_status import z3_installed
+from swizzleperf.validation.proof_status import z3_installed
 from swizzleperf.remap import static_check
 
 ROOT = Path(__file__).resolve().parents[1]

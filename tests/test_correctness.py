@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from swizzleperf.correctness import (CorrectnessReport, check_correctness, compare, default_device,
+from swizzleperf.validation.correctness import (CorrectnessReport, check_correctness, compare, default_device,
                                      sizes_to_check)
 from swizzleperf.errors import ContractError, RemapRejected
 from swizzleperf.kernel import load_kernel

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.correctness import check_correctness
+from swizzleperf.validation.correctness import check_correctness
 from swizzleperf.kernel import load_kernel
 
 ROOT = Path(__file__).resolve().parents[1]

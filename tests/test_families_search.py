@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.bijectivity import bijectivity_grids
+from swizzleperf.validation.bijectivity import bijectivity_grids
 from swizzleperf.families import FAMILIES, FamilyInstance
 from swizzleperf.hardware import PRESETS
 from swizzleperf.kernel import HookSignature, load_kernel

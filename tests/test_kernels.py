@@ -20,7 +20,7 @@ import pytest
 import triton
 
 from swizzleperf.cli import _remap_from_file
-from swizzleperf.correctness import CorrectnessReport
+from swizzleperf.validation.correctness import CorrectnessReport
 from swizzleperf.kernel import KernelFile, load_kernel
 
 from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_GROUPED_2D
@@ -36,7 +36,7 @@ GOOD_REMAP = {1: XCD_CONTIGUOUS_1D, 2: XCD_GROUPED_2D}
 # The child: load each spliced kernel file under the interpreter and check it, one report per job.
 _CHILD = """
 import json, sys, traceback
-from swizzleperf.correctness import CorrectnessReport, run_cases
+from swizzleperf.validation.correctness import CorrectnessReport, run_cases
 from swizzleperf.kernel import load_kernel
 reports = {}
 for job in json.load(open(sys.argv[1])):

@@ -1,4 +1,4 @@
-"""What the bijectivity stage says beyond the sampled grids (swizzleperf.proof_status), with and
+"""What the bijectivity stage says beyond the sampled grids (swizzleperf.validation.proof_status), with and
 without z3: the sentence check prints and attempts record, the docstring line of best/remap.py,
 and the row tag of report.md."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from swizzleperf import proof_status
-from swizzleperf.bijectivity import check_bijective
+from swizzleperf.validation import proof_status
+from swizzleperf.validation.bijectivity import check_bijective
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import Counterexample, ProofVerdict
 

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.bijectivity import bijectivity_grids  # noqa: E402
+from swizzleperf.validation.bijectivity import bijectivity_grids  # noqa: E402
 from swizzleperf.families import FAMILIES  # noqa: E402
 from swizzleperf.kernel import HookSignature  # noqa: E402
 from swizzleperf.proofs import ProofVerdict, prove_bijective  # noqa: E402

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from swizzleperf.bijectivity import (BijectivityReport, bijectivity_grids, check_bijective, find_bijectivity_failure,
+from swizzleperf.validation.bijectivity import (BijectivityReport, bijectivity_grids, check_bijective, find_bijectivity_failure,
                                      logical_ids)
 from swizzleperf.errors import RemapRejected, SandboxError
 from swizzleperf.kernel import HookSignature

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-from swizzleperf.correctness import check_correctness
+from swizzleperf.validation.correctness import check_correctness
 from swizzleperf.kernel import load_kernel
 from swizzleperf.sim.capture import cached_trace_path, capture_trace
 from swizzleperf.sim.trace import TraceMeta

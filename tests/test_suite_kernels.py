@@ -22,7 +22,7 @@ import pytest
 import torch
 import triton
 
-from swizzleperf.correctness import CorrectnessReport
+from swizzleperf.validation.correctness import CorrectnessReport
 from swizzleperf.kernel import KernelFile, load_kernel
 
 from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_ROW_MAJOR_2D
@@ -49,7 +49,7 @@ def naive_logical(num_pids: int) -> np.ndarray:
 
 _CHILD = """
 import json, sys, traceback
-from swizzleperf.correctness import CorrectnessReport, run_cases
+from swizzleperf.validation.correctness import CorrectnessReport, run_cases
 from swizzleperf.kernel import load_kernel
 from swizzleperf.sim.capture import record_trace
 jobs = json.load(open(sys.argv[1]))

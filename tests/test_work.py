@@ -1,4 +1,4 @@
-"""Counted work (swizzleperf.work): evaluation is bounded by a count computed before anything
+"""Counted work (swizzleperf.validation.work): evaluation is bounded by a count computed before anything
 runs, so a verdict does not depend on the machine's load (issue 13, item 6)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf import correctness, work
-from swizzleperf.bijectivity import bijectivity_grids
+from swizzleperf.validation import correctness, work
+from swizzleperf.validation.bijectivity import bijectivity_grids
 from swizzleperf.evaluate import CandidateEvaluator
 from swizzleperf.hardware import PRESETS
 from swizzleperf.kernel import HookSignature, load_kernel

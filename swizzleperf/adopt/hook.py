@@ -155,10 +155,6 @@ def _with_helpers(body: list[ast.stmt], region: range, moved: set[int]) -> set[i
         moved |= more
 
 
-def _defined_at(body: list[ast.stmt], name: str) -> int:
-    return next((s.lineno for s in body if name in _targets(s)), 0)
-
-
 def _pair(outputs: list[str], extents: list[str]) -> list[str]:
     """Extents in the order of the outputs they bound (pid_m <-> num_pid_m), else in definition order."""
     first, second = extents

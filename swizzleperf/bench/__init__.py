@@ -24,7 +24,7 @@ from swizzleperf.bench.other_sizes import (DEFAULT_CAPTURE_TIMEOUT_S, DEFAULT_SI
                                           _first_line, generalise)
 from swizzleperf.bench.output import rich_table, write_outputs
 from swizzleperf.bench.records import BenchReport, KernelResult, Speedup
-from swizzleperf.correctness import default_device
+from swizzleperf.validation.correctness import default_device
 from swizzleperf.errors import ContractError, SwizzlePerfError
 from swizzleperf.executors import Executor, InProcess
 from swizzleperf.executors.base import placed_gpu

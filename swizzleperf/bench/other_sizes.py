@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 
 from swizzleperf.bench.records import SizeResult, Speedup
-from swizzleperf.bijectivity import check_bijective
+from swizzleperf.validation.bijectivity import check_bijective
 from swizzleperf.errors import RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.evaluate import CandidateEvaluator, hook_constants
 from swizzleperf.hardware import HardwareSpec

@@ -20,7 +20,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from swizzleperf import __version__, source_text, untrusted
+from swizzleperf import __version__, source_text
+from swizzleperf.validation import untrusted
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
 from swizzleperf.kernel import KernelFile
 from swizzleperf.schedules import candidate

@@ -201,7 +201,7 @@ def _print_set_index_spread(kernel: KernelFile, spec, size: str, remaps: list[tu
 def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: str) -> None:
     """Static checks and bijectivity (of its loop order too) before a candidate is profiled (correctness:
     use `check`)."""
-    from swizzleperf.bijectivity import bijectivity_grids, check_bijective
+    from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
     from swizzleperf.evaluate import hook_constants
     from swizzleperf.remap import static_check
     from swizzleperf.schedules.loop_order import check_kernel_loop_order, static_check_loop_order
@@ -223,7 +223,7 @@ def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: s
 def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None, path: Path) -> None:
     from swizzleperf.evaluate import hook_constants
     from swizzleperf.plots import plot_tile_map
-    from swizzleperf.bijectivity import logical_ids
+    from swizzleperf.validation.bijectivity import logical_ids
     from swizzleperf.sim.dispatch import slot_domains
     grid, consts = kernel.grid(size), hook_constants(kernel, spec)
     panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts))]

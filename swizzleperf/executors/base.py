@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from swizzleperf.evaluate import CandidateEvaluator
 from swizzleperf.history import Attempt, Stage
 from swizzleperf.proposers.base import Proposal
-from swizzleperf.untrusted import echo
+from swizzleperf.validation.untrusted import echo
 
 T = TypeVar("T")
 StageCallback = Callable[[int, Proposal, Stage], None]

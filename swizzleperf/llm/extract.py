@@ -14,7 +14,8 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from swizzleperf import source_text, untrusted
+from swizzleperf import source_text
+from swizzleperf.validation import untrusted
 from swizzleperf.adapt import fit_signature, render_function
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature, LoopOrderSignature

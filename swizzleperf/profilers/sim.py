@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from swizzleperf import occupancy, user_errors
-from swizzleperf.bijectivity import logical_ids
+from swizzleperf.validation.bijectivity import logical_ids
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.grouping import partition_sentence

@@ -14,7 +14,7 @@ encoding sets up the grid; solve asks the queries, through cuts, facts and a lin
 (linear, and products for products of two run-time values) when z3 needs help,
 one z3 call at a time (solver); portfolio tries the integer, then the bit-vector encoding for each
 die count; prove and verdict make the answer. By default all of it runs in a child process
-(swizzleperf.sandbox.run_in_child), so a formula that explodes cannot hang or exhaust the
+(swizzleperf.validation.sandbox.run_in_child), so a formula that explodes cannot hang or exhaust the
 caller. Needs the `proofs` extra (z3-solver).
 """
 
@@ -67,8 +67,8 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
         return _unknown(signature, [], "error", str(exc), time_limit_s, max_programs, started)
     if not in_child:
         return prove_in_process(hook_source, signature, dies, time_limit_s, max_programs)
-    from swizzleperf.isolation import Confinement
-    from swizzleperf.sandbox import run_in_child
+    from swizzleperf.validation.isolation import Confinement
+    from swizzleperf.validation.sandbox import run_in_child
 
     from swizzleperf.proofs.prove import PROOF_PARTS, backstop_s
 

@@ -1,6 +1,6 @@
-"""The prover's child-process entry point (swizzleperf.sandbox.run_in_child).
+"""The prover's child-process entry point (swizzleperf.validation.sandbox.run_in_child).
 
-The child is confined by swizzleperf.isolation (address space, CPU time, no network) before it
+The child is confined by swizzleperf.validation.isolation (address space, CPU time, no network) before it
 reads the payload; z3 is also told its own memory limit, so a formula that grows stops with
 "unknown" rather than with the address-space limit.
 """

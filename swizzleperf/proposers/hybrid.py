@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from swizzleperf.bijectivity import logical_ids
+from swizzleperf.validation.bijectivity import logical_ids
 from swizzleperf.evaluate import hook_constants
 from swizzleperf.families import FamilyInstance
 from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer

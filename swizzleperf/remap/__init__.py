@@ -3,7 +3,7 @@
 A candidate is the source text of the kernel's remap hook, written by an LLM or a search, so it
 is untrusted. It is never executed in this process: `static_check` only parses it and admits a
 small integer subset of Triton (listed in `static_check`, walked by `remap.subset`). Everything that needs values
-(swizzleperf.bijectivity) runs `swizzleperf.remap_eval`, an AST interpreter over numpy arrays
+(swizzleperf.validation.bijectivity) runs `swizzleperf.remap_eval`, an AST interpreter over numpy arrays
 with no exec, in a time-limited child process.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ast
 
-from swizzleperf import untrusted
+from swizzleperf.validation import untrusted
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
 from swizzleperf.remap.subset import (
     LOOP_TRIP_CAP, SubsetChecker, body_terminates, depth, hook_body, is_docstring, reject, trip_count)
-from swizzleperf.untrusted import MAX_SOURCE_CHARS, echo
+from swizzleperf.validation.untrusted import MAX_SOURCE_CHARS, echo
 
 __all__ = ["LOOP_TRIP_CAP", "MAX_DEPTH", "MAX_NODES", "check_signature", "hook_body", "normalise", "static_check",
            "trip_count"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ast
 
-from swizzleperf import untrusted
+from swizzleperf.validation import untrusted
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
-from swizzleperf.untrusted import echo, show_int
+from swizzleperf.validation.untrusted import echo, show_int
 
 LOOP_TRIP_CAP = 64  # most loop-body executions per program, nested loops multiplied
 _REASON_CHARS = 600  # a reason quotes candidate text: bounded, with the full length said

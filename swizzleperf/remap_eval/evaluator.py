@@ -16,8 +16,8 @@ from swizzleperf.remap_eval.expressions import Expressions
 from swizzleperf.remap_eval.values import (
     Const, Dropped, INT1, INT32, INT64, IntType, Tensor, Value, any_lane, first_lane, integer_promote, reject,
     scalar_type, scatter, source_of)
-from swizzleperf.sandbox import save_array
-from swizzleperf.untrusted import show_int
+from swizzleperf.validation.sandbox import save_array
+from swizzleperf.validation.untrusted import show_int
 
 
 class _Evaluator(Expressions):

@@ -11,7 +11,7 @@ from swizzleperf.remap_eval.values import (
     ARITH, BITWISE, CASTS, COMPARE, CONST_BINOPS, CONST_COMPARE, CONST_LIMIT, CONST_UNARY, Const, Dropped, INT1,
     IntType, Tensor, UINT32, Value, any_lane, first_lane, integer_promote, kind_of, or_masks, reject, scalar_type,
     scatter, shift, source_of)
-from swizzleperf.untrusted import show_int
+from swizzleperf.validation.untrusted import show_int
 
 
 class Expressions:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from swizzleperf.errors import RemapRejected
-from swizzleperf.untrusted import echo, show_int
+from swizzleperf.validation.untrusted import echo, show_int
 
 CONST_LIMIT = 2 ** 256  # compile-time ints beyond this are a denial of service, not a remap
 

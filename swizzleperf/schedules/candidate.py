@@ -12,9 +12,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from swizzleperf import source_text, untrusted
+from swizzleperf import source_text
+from swizzleperf.validation import untrusted
 from swizzleperf.errors import RemapRejected
-from swizzleperf.untrusted import MAX_SOURCE_CHARS
+from swizzleperf.validation.untrusted import MAX_SOURCE_CHARS
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ import ast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf import untrusted
-from swizzleperf.bijectivity import BijectivityReport, bijectivity_grids, check_bijective
+from swizzleperf.validation import untrusted
+from swizzleperf.validation.bijectivity import BijectivityReport, bijectivity_grids, check_bijective
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import KernelFile, LoopOrderSignature
 from swizzleperf.remap import check_signature, static_check
-from swizzleperf.untrusted import MAX_SOURCE_CHARS
+from swizzleperf.validation.untrusted import MAX_SOURCE_CHARS
 
 LOCAL_TILES = tuple(range(8))
 

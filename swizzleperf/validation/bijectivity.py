@@ -18,11 +18,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.errors import ChildSetupError, RemapRejected, SandboxError
-from swizzleperf.isolation import Confinement
+from swizzleperf.validation.isolation import Confinement
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.verdict import ProofVerdict
 from swizzleperf.remap import static_check
-from swizzleperf.sandbox import run_in_child
+from swizzleperf.validation.sandbox import run_in_child
 
 # The evaluating child's address-space limit: the suite's hooks peak at 190-225 MB on their ~1M-program
 # grids (70-106 MB resident), so this leaves room for many intermediates and keeps any candidate under 1 GB.
@@ -190,12 +190,12 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
     `isolate=False` evaluates and proves in this process: nothing is executed either way and the
     counted work bounds the evaluation, but only a child bounds memory and the solver's time.
 
-    Static-check failures and counted work over the budget (swizzleperf.work) raise
+    Static-check failures and counted work over the budget (swizzleperf.validation.work) raise
     RemapRejected; everything after (an evaluation error, a collision, a child past its time
     limit) is a failed report, so the loop can record it.
     """
     fn = static_check(source, hook)
-    from swizzleperf.work import BIJECTIVITY_WORK, programs_of, require_work
+    from swizzleperf.validation.work import BIJECTIVITY_WORK, programs_of, require_work
 
     require_work(fn, constexprs, programs_of(grids), BIJECTIVITY_WORK, "bijectivity", "the sampled grids")
     t0 = time.perf_counter()
@@ -226,7 +226,7 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
 
 def with_proof(report: BijectivityReport, source: str, hook: HookSignature, isolate: bool = True) -> BijectivityReport:
     """The sampled report with the proof's verdict; a counterexample becomes its failure."""
-    from swizzleperf.proof_status import proof_sentence, prove_remap
+    from swizzleperf.validation.proof_status import proof_sentence, prove_remap
 
     verdict = prove_remap(source, hook, report.constexprs, in_child=isolate)
     update = {"proof": verdict, "proof_text": proof_sentence(verdict, len(report.grids)),

@@ -26,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from swizzleperf import source_text, user_errors
 from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
 from swizzleperf.kernel import KernelFile, load_kernel
-from swizzleperf.isolation import Confinement
-from swizzleperf.sandbox import default_confinement, run_in_child
+from swizzleperf.validation.isolation import Confinement
+from swizzleperf.validation.sandbox import default_confinement, run_in_child
 from swizzleperf.user_errors import FileMap
 
-_CHILD_TARGET = "swizzleperf.correctness:check_cases_child"
+_CHILD_TARGET = "swizzleperf.validation.correctness:check_cases_child"
 REFERENCE = "the reference"
 ORIGINAL = "the kernel run with its own hook"  # the reference of a kernel file without reference()
 CPU_MEMORY_MB = 8192  # the CPU interpreter's child: see _confinement
@@ -212,11 +212,11 @@ def _child_files(kernel: KernelFile, remap_source: str, tmp: Path) -> dict[str, 
 
 
 def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds, num_xcds: int) -> str | None:
-    """Why the candidate is too much work for the CPU interpreter (swizzleperf.work), counted before it runs.
+    """Why the candidate is too much work for the CPU interpreter (swizzleperf.validation.work), counted before it runs.
     Only hooks inside the remap subset can be counted; anything else is the child's to judge, as before."""
     from swizzleperf.remap import static_check
     from swizzleperf.schedules.loop_order import bind_local_tile
-    from swizzleperf.work import INTERPRETER_WORK, LOOP_ORDER_CALL_WORK, per_program, require_work
+    from swizzleperf.validation.work import INTERPRETER_WORK, LOOP_ORDER_CALL_WORK, per_program, require_work
 
     try:
         parts = kernel.parts(remap_source)

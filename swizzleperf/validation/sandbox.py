@@ -1,7 +1,7 @@
 """Run a function in a confined child Python process with a time limit.
 
 Candidate remaps are untrusted: they are only ever evaluated or compiled in a child, started
-as `swizzleperf.isolation` describes (isolated interpreter, fresh working directory, allowlisted
+as `swizzleperf.validation.isolation` describes (isolated interpreter, fresh working directory, allowlisted
 environment, resource limits), and nothing the child sends back is unpickled. The parent sends
 a JSON payload; the child answers with JSON and may leave numpy arrays (`.npy`, loaded with
 allow_pickle=False) in its private directory, which is also its working directory.
@@ -10,7 +10,7 @@ Every failure is one line: a crash, an exception, a limit or the time limit beco
 SandboxError saying which; a child that could not even start its function (an installation
 problem, not the candidate's doing) raises ChildSetupError, a SandboxError.
 
-The child entry point is `python -m swizzleperf.sandbox MODULE:FUNCTION WORKDIR`; the function
+The child entry point is `python -m swizzleperf.validation.sandbox MODULE:FUNCTION WORKDIR`; the function
 takes `(payload: dict, workdir: Path)` and returns a JSON-serialisable dict.
 """
 
@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from swizzleperf.errors import ChildSetupError, SandboxError
-from swizzleperf.isolation import Confinement, child_env, command
-from swizzleperf.untrusted import echo
+from swizzleperf.validation.isolation import Confinement, child_env, command
+from swizzleperf.validation.untrusted import echo
 
 _RESULT_FILE = "result.json"
 _ERROR_FILE = "error.json"
@@ -60,7 +60,7 @@ def run_in_child(target: str, payload: dict, timeout: float, env: dict[str, str]
         workdir = Path(tmp)
         with open(workdir / _STDERR_FILE, "wb") as stderr:
             proc = subprocess.Popen(
-                command(confinement, "swizzleperf.sandbox", target, str(workdir)), cwd=workdir,
+                command(confinement, "swizzleperf.validation.sandbox", target, str(workdir)), cwd=workdir,
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
                 env=child_env(confinement, env), start_new_session=True)
             try:

@@ -7,7 +7,7 @@ path: a planted json.py is not imported; the installed swizzleperf still is), in
 directory, with an environment cut down to an allowlist (no provider keys), and sets its own
 resource limits before it reads its payload.
 
-The child sets the limits itself (`python -I -m swizzleperf.isolation LIMITS MODULE ARGS...`)
+The child sets the limits itself (`python -I -m swizzleperf.validation.isolation LIMITS MODULE ARGS...`)
 rather than a preexec_fn in the parent: the parent runs threads (the LLM client's), and
 preexec_fn is not safe in a threaded process. Cutting the network needs a single-threaded
 process too, so it happens here, before numpy or torch start theirs.
@@ -65,7 +65,7 @@ def child_env(confinement: Confinement, extra: dict[str, str] | None = None) -> 
 
 def command(confinement: Confinement, module: str, *args: str) -> list[str]:
     """The command line that runs `python -m module args...` confined."""
-    return [sys.executable, "-I", "-m", "swizzleperf.isolation", json.dumps(asdict(confinement)), module, *args]
+    return [sys.executable, "-I", "-m", "swizzleperf.validation.isolation", json.dumps(asdict(confinement)), module, *args]
 
 
 def apply(confinement: Confinement) -> None:
