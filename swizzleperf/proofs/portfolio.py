@@ -36,9 +36,12 @@ def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, c
     ctx, proven = z3.Context(), {}
     limit, overflow = max_programs, None
     while True:
+        outcome = None
+        if not (certificates and kind == "bv"):  # its own context: the terms it makes would reorder the next proof's
+            outcome = prove_by_cases(fn, (fn, hook, source, constexprs, Domain.make(kind, hook, limit, z3.Context()),
+                                          budget, {}))
         domain = Domain.make(kind, hook, limit, ctx)
         args = (fn, hook, source, constexprs, domain, budget, proven)
-        outcome = None if certificates and kind == "bv" else prove_by_cases(fn, args)
         if outcome is None:
             prover = CertifiedProver(*args, certificates=certificates) if certificates else Prover(*args)
             outcome = prover.prove()
