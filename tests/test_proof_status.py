@@ -71,3 +71,8 @@ def test_without_z3_the_sampled_check_still_runs_and_says_how_to_prove(monkeypat
 def test_the_die_counts_proven_are_the_presets_and_the_runs_own():
     assert proof_status.proof_die_counts({"NUM_XCDS": 8}) == [1, 2, 4, 8, 16]
     assert proof_status.proof_die_counts({"NUM_XCDS": 6}) == [1, 2, 4, 6, 8, 16]
+
+
+def test_a_hook_proven_by_cases_says_where_it_was_split():
+    cases = PROVEN.model_copy(update={"method": "by cases on `pid < full`, each side mapped onto itself"})
+    assert proof_status.proof_sentence(cases, 3).endswith("16; by cases on `pid < full`, each side mapped onto itself)")

@@ -7,7 +7,8 @@ programs map to one logical index, a program maps outside the grid, or an operat
 undefined. No model means proven; a model is re-evaluated exactly before it is reported.
 
 How: a hook that cuts into an order and a raster is first proven half by half (compose, prove), one
-that cuts into two values, the first of them a coordinate, as a prefix and a rest (split);
+that cuts into two values, the first of them a coordinate, as a prefix and a rest (split), and a 1D
+hook (or order) with a top-level `if pid < bound` one side of the bound at a time (branches);
 symexec (with values, expressions) walks the tree over a backend (backends, bitvec);
 a 1D hook (or the order a hook is cut into) may be proven one-to-one by an inverse (certificates);
 encoding sets up the grid; solve asks the queries, through cuts, facts and a linear abstraction

@@ -44,18 +44,21 @@ class Linearizer:
         self.divisions: dict[tuple[int, int], tuple] = {}  # (x, y) by ids: (x, y)
 
     def rewrite(self, term: z3.ExprRef) -> z3.ExprRef:
-        stack = [term]
+        stack, kids = [term], {}
         while stack:  # iterative post-order: hooks unroll into terms deeper than Python recurses
             node = stack[-1]
-            if node.get_id() in self.memo:
+            key = node.get_id()
+            if key in self.memo:
                 stack.pop()
                 continue
-            todo = [k for k in node.children() if k.get_id() not in self.memo]
-            if todo:
-                stack.extend(todo)
-                continue
+            if key not in kids:  # each node's children once: z3's Python wrappers are the cost here
+                kids[key] = node.children()
+                todo = [k for k in kids[key] if k.get_id() not in self.memo]
+                if todo:
+                    stack.extend(todo)
+                    continue
             stack.pop()
-            self.memo[node.get_id()] = self._node(node, [self.memo[k.get_id()] for k in node.children()])
+            self.memo[key] = self._node(node, [self.memo[k.get_id()] for k in kids[key]])
         return self.memo[term.get_id()]
 
     def _node(self, node: z3.ExprRef, kids: list) -> z3.ExprRef:

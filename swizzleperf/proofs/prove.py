@@ -164,10 +164,17 @@ def _verdict(outcomes: dict[int, Outcome], hook: HookSignature, die_counts: list
             return ProofVerdict(status="unknown", unknown_kind=outcome.unknown_kind, reason=reason,
                                 proven_die_counts=proven, proven_max_programs=outcome.proven_max_programs,
                                 seconds=seconds, **verdict)
-    certified = {o.certificate for o in outcomes.values() if o.certificate}
-    dies = [str(d) for d, o in outcomes.items() if o.certificate]
-    method = None
-    if certified:
-        scope = "" if len(dies) == len(outcomes) else f" with {hook.constexprs[0]}={', '.join(dies)}"
-        method = f"one-to-one by an inverse certificate ({', '.join(sorted(certified))}){scope}"
+    ways = [_way(outcomes, hook, "cases", "by cases on {}, each side mapped onto itself"),
+            _way(outcomes, hook, "certificate", "one-to-one by an inverse certificate ({})")]
+    method = "; ".join(w for w in ways if w) or None
     return ProofVerdict(status="proven", proven_die_counts=list(die_counts), seconds=seconds, method=method, **verdict)
+
+
+def _way(outcomes: dict[int, Outcome], hook: HookSignature, field: str, text: str) -> str | None:
+    """How the die counts whose outcomes name `field` (an Outcome attribute) were proven, or None."""
+    named = {d: getattr(o, field) for d, o in outcomes.items() if getattr(o, field)}
+    if not named:
+        return None
+    quote = "`{}`" if field == "cases" else "{}"
+    scope = "" if len(named) == len(outcomes) else f" with {hook.constexprs[0]}={', '.join(map(str, named))}"
+    return text.format(", ".join(quote.format(v) for v in sorted(set(named.values())))) + scope

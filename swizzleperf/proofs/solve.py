@@ -65,6 +65,7 @@ class Outcome:
     proven_max_programs: int | None = None  # when proven only on a smaller domain than asked
     work: int = 0  # z3 resource units the attempt spent
     certificate: str | None = None  # the inverse certificate that proved injectivity (certificates.py), if one did
+    cases: str | None = None  # the condition the hook was proven by cases on (branches.py), if it was
 
     @property
     def decisive(self) -> bool:
@@ -113,10 +114,17 @@ class Prover:
         pid, bounds = self.domain.program(name)
         self.pids.append(pid)
         backend = self.domain.backend(signed)
-        inputs = self.domain.inputs(self.hook, pid)
-        executor = Executor(self.fn, self.hook, backend, inputs, self.constexprs)
+        executor = self.executor(backend, self.domain.inputs(self.hook, pid))
         outputs = executor.outputs()
-        return Copy(pid, bounds, outputs, executor.points, backend.violations)
+        return Copy(pid, [*bounds, *self.assumptions(executor, pid)], outputs, executor.points, backend.violations)
+
+    def executor(self, backend, inputs: dict) -> Executor:
+        """The symbolic executor of one copy (a subclass may translate the hook otherwise)."""
+        return Executor(self.fn, self.hook, backend, inputs, self.constexprs)
+
+    def assumptions(self, executor: Executor, pid) -> list:
+        """What a copy's program is assumed to satisfy beside lying in the grid (nothing, here)."""
+        return []
 
     def check(self, formulas: list, what: str, weight: float = 1.0, generalize: bool = False, strategies=None):
         """Values of a model (by name), None if unsatisfiable, or UNDECIDED within `weight` times
@@ -158,7 +166,7 @@ class Prover:
             self.undecided = what
         return UNDECIDED
 
-    def abstractly(self, formulas: list, what: str):
+    def abstractly(self, formulas: list, what: str, weight: float = PRODUCTS_WEIGHT):
         """None if the abstraction with product theorems (swizzleperf.proofs.products) of `formulas`
         is unsatisfiable, else UNDECIDED (integers only: it proves, it never refutes). Asked in the
         first round only: it decides there or not at all, and a larger slice rarely changes that."""
@@ -167,7 +175,7 @@ class Prover:
         abstracted = linearize_products(formulas, self.known())
         if [f.get_id() for f in abstracted] == [f.get_id() for f in formulas]:
             return UNDECIDED  # linear already: the exact query is the same question
-        return self.ask(abstracted, [], what, PRODUCTS_WEIGHT, abstraction=True)
+        return self.ask(abstracted, [], what, weight, abstraction=True)
 
     def known(self) -> dict[int, tuple[int, int]]:
         """Interval bounds of the inputs, by term id: every program id and extent."""
