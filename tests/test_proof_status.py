@@ -76,3 +76,11 @@ def test_the_die_counts_proven_are_the_presets_and_the_runs_own():
 def test_a_hook_proven_by_cases_says_where_it_was_split():
     cases = PROVEN.model_copy(update={"method": "by cases on `pid < full`, each side mapped onto itself"})
     assert proof_status.proof_sentence(cases, 3).endswith("16; by cases on `pid < full`, each side mapped onto itself)")
+
+
+def test_a_part_proven_by_cases_is_named_after_the_cut():
+    method = ("in two halves through `lid`: the order as a 1D hook of the program count (1.89 s, by cases on "
+              "`pid < rounds_end`, each side mapped onto itself), the raster on the grid (0.06 s)")
+    sentence = proof_status.proof_sentence(PROVEN.model_copy(update={"method": method}), 3)
+    assert sentence.endswith("16; in two halves through `lid`, the order by cases on `pid < rounds_end`)")
+    assert " s," not in sentence  # no timings: the sentence is the same on every machine

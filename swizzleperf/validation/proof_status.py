@@ -10,7 +10,9 @@ and again. Without z3 the sampled check still runs and every verdict says how to
 
 from __future__ import annotations
 
+
 import importlib.util
+import re
 
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import DEFAULT_DIE_COUNTS, ProofVerdict, prove_bijective
@@ -49,7 +51,7 @@ def proof_sentence(verdict: ProofVerdict | None, grids_tested: int) -> str:
     if verdict is None:
         return f"tested on {grids_tested} grids; {INSTALL_NOTE}"
     if verdict.status == "proven":
-        how = f"; {verdict.method.split(':')[0]}" if verdict.method else ""  # how it was cut, without the timings
+        how = f"; {_how_cut(verdict.method)}" if verdict.method else ""
         return (f"proven bijective for all grid sizes (z3: every grid of up to {verdict.max_programs:,} programs, "
                 f"die counts {', '.join(map(str, verdict.die_counts))}{how})")
     if verdict.status == "counterexample":
@@ -58,6 +60,14 @@ def proof_sentence(verdict: ProofVerdict | None, grids_tested: int) -> str:
         return (f"proven bijective for every grid of up to {verdict.proven_max_programs:,} programs (z3); on larger "
                 f"grids an int32 intermediate wraps: {verdict.reason}")
     return f"not proven for all grid sizes within the time budget ({verdict.reason}); tested on {grids_tested} grids"
+
+
+def _how_cut(method: str) -> str:
+    """How a proof was cut, without the timings: the method's first clause, and a split by cases inside a part
+    ("in two halves through `lid`, the order by cases on `pid < rounds_end`")."""
+    head, _, parts = method.partition(":")
+    cases = re.search(r"by cases on `[^`]+`", parts)
+    return f"{head}, the order {cases.group(0)}" if cases else head
 
 
 def proof_tag(data: dict) -> str:
