@@ -10,7 +10,6 @@ and again. Without z3 the sampled check still runs and every verdict says how to
 
 from __future__ import annotations
 
-
 import importlib.util
 import re
 
