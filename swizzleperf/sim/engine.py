@@ -148,7 +148,9 @@ def model_notes(hw: HardwareSpec) -> list[str]:
     granule = (f"{hw.line_bytes} B lines of {hw.sectors_per_line} {hw.sector_bytes} B sectors (lookups and fills "
                f"per sector)" if hw.sectors_per_line > 1 else f"{hw.line_bytes} B lines")
     l1 = (f"L1 per CU: {hw.l1_bytes_per_cu // 1024} KB, {hw.l1_ways}-way, hash-indexed, LRU, for loads only "
-          f"(stores write through)" if hw.l1_bytes_per_cu else "no L1 modelled: every load reaches the L2")
+          f"(stores write through); its hit rate counts a program's load of a sector once, where ncu counts every "
+          f"warp's lookup (spmv: 40 % here, 85 % measured, for the same L2 requests)"
+          if hw.l1_bytes_per_cu else "no L1 modelled: every load reaches the L2")
     return [
         "prediction, not a measurement: the captured memory trace replayed through a model of the caches",
         dispatch,
