@@ -52,6 +52,11 @@ class HardwareSpec(BaseModel):
     sector_bytes: int | None = Field(
         None, gt=0, description="L2 lookup and fill granularity (NVIDIA: 32-byte sectors of a 128-byte line); "
                                 "None: the whole line")
+    l2_fetch_bytes: int | None = Field(
+        None, gt=0, description="what the L2 fetches for a read miss: the aligned block of this size around each "
+                                "missing sector (NVIDIA's L2 fetch granularity, cudaLimitMaxL2FetchGranularity: a "
+                                "32 B miss fetched 64 B on an H100, benchmarks/probe_pending.py); None: the missing "
+                                "sectors alone")
     l2_ways: int = Field(16, ge=1, le=64)
     l2_partitions: int = Field(
         1, ge=1, le=8, description="NVIDIA A100/H100: the L2 is split in partitions; an SM looks up its near one, "
@@ -90,6 +95,10 @@ class HardwareSpec(BaseModel):
         if sector & (sector - 1) or self.line_bytes % sector or self.line_bytes // sector > 8:
             raise ValueError(f"sector_bytes must be a power of two dividing line_bytes ({self.line_bytes}) into at "
                              f"most 8 sectors, got {self.sector_bytes}")
+        fetch = self.l2_fetch_bytes or sector
+        if fetch & (fetch - 1) or fetch < sector or self.line_bytes % fetch:
+            raise ValueError(f"l2_fetch_bytes must be a power of two from the sector size ({sector}) to the line size "
+                             f"({self.line_bytes}), got {self.l2_fetch_bytes}")
         if self.l2_bytes_per_domain % (per_set * self.l2_partitions):
             raise ValueError(f"l2_bytes_per_domain ({self.l2_bytes_per_domain}) must split into {self.l2_partitions} "
                              f"partitions of whole sets ({per_set} B each)")
@@ -141,6 +150,11 @@ class HardwareSpec(BaseModel):
         return self.line_bytes // (self.sector_bytes or self.line_bytes)
 
     @property
+    def fetch_sectors(self) -> int:
+        """Sectors the L2 fetches for a read miss of one (1: just the missing ones)."""
+        return (self.l2_fetch_bytes or self.sector_bytes or self.line_bytes) // (self.sector_bytes or self.line_bytes)
+
+    @property
     def l1_sets(self) -> int:
         return self.l1_bytes_per_cu // (self.line_bytes * self.l1_ways)
 
@@ -190,7 +204,9 @@ _HOPPER = dict(vendor="nvidia", num_domains=1, line_bytes=128, sector_bytes=32, 
 # real tile loads miss only compulsorily (stencil2d: 337 sectors per program requested from L2, 336 compulsory).
 # Of the random-index models, 16 ways comes closest to the L1 -> L2 read requests ncu counted on 13 kernels
 # (mean error 1.4 %; 8 ways: 1.8 %, whose conflicts on stencil2d's tiles cost +7.5 %), so the model takes 16.
-_GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"), l1_ways=16,
+# A read miss fetches the 64-byte half of the line around each missing sector (benchmarks/probe_pending.py on an
+# H100: one 32 B sector read per line, cold, costs two sector misses and 64 B of DRAM; a hit is one lookup).
+_GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"), l1_ways=16, l2_fetch_bytes=64,
                   dispatch=Dispatch(policy="in_order", first_wave=first_wave_sequence("h100")))
 
 PRESETS: dict[str, HardwareSpec] = {
@@ -211,12 +227,13 @@ PRESETS: dict[str, HardwareSpec] = {
                             "256 KB L1/shared per SM (Hopper tuning guide, A100/H100 whitepapers); which SMs are near "
                             "which partition and the scheduler's SM order measured on an H100 "
                             "(benchmarks/probe_l2_partitions.py); L1 hash-indexed 16-way LRU, chosen against measured "
-                            "L1 traffic (benchmarks/probe_l1.py); L2 associativity unpublished, 16 assumed"),
+                            "L1 traffic (benchmarks/probe_l1.py); a read miss fetches 64 B (L2 fetch granularity, "
+                            "measured: benchmarks/probe_pending.py); L2 associativity unpublished, 16 assumed"),
         HardwareSpec(name="h200", cus_per_domain=132, l2_bytes_per_domain=60 * MiB, next_level="HBM3e",
                      **{**_HOPPER, **_GH100_132},
                      source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "
-                            "otherwise as H100, SM layout and L1 ways as measured on an H100 (not verified on an "
-                            "H200); L2 associativity unpublished, 16 assumed"),
+                            "otherwise as H100, SM layout, L1 ways and the 64 B fetch as measured on an H100 (not "
+                            "verified on an H200); L2 associativity unpublished, 16 assumed"),
         HardwareSpec(name="gb10", cus_per_domain=48, l2_bytes_per_domain=24 * MiB, next_level="LPDDR5x",
                      **{**_HOPPER, "unified_l1_bytes_per_cu": 128 * KiB, "l1_bytes_per_cu": 96 * KiB},
                      source="NVIDIA GB10: 48 SMs, 24 MB L2, 128 KB L1/shared per SM (Blackwell consumer SM); "

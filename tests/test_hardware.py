@@ -143,3 +143,11 @@ def test_the_h100_layout_is_the_measured_one_and_fills_the_first_wave_evenly():
     # without a measured sequence: CU 0, 1, 2, ... round and round
     plain = hardware.PRESETS["mi300x"].model_copy(update={"programs_per_cu": 2})
     assert plain.first_wave_cus()[:40] == list(range(38)) + [0, 1]
+
+
+@pytest.mark.parametrize("fetch", [16, 48, 256])
+def test_an_l2_fetch_granularity_that_is_no_block_of_sectors_is_refused(fetch):
+    spec = {**PRESETS["h100"].model_dump(), "l2_fetch_bytes": fetch}
+    with pytest.raises(ValueError, match="l2_fetch_bytes must be a power of two from the sector size"):
+        HardwareSpec.model_validate(spec)
+    assert PRESETS["h100"].fetch_sectors == 2 and PRESETS["mi300x"].fetch_sectors == 1

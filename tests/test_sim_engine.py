@@ -11,7 +11,7 @@ from test_sim_cache import oracle_set
 from swizzleperf.errors import HardwareSpecError, RemapRejected, TraceCaptureError
 from swizzleperf.hardware import PRESETS, HardwareSpec
 from swizzleperf.sim.dispatch import domain_queues, placement, slot_domains, slot_start_ranks
-from swizzleperf.sim.engine import L1_HITS, WRITE_LOOKUPS, prepare, simulate
+from swizzleperf.sim.engine import DRAM_FETCHES, L1_HITS, PROMOTED_MISSES, WRITE_LOOKUPS, prepare, simulate
 
 LINE = 128
 
@@ -48,7 +48,7 @@ def make_trace(programs: list[list[list[int]]], stores: set[tuple[int, int]] = f
 
 def make_spec(num_domains=8, sets=4, ways=2, set_index="modulo", policy="round_robin", chunk=1,
               resident=2, cus=None, l1_sets=0, l1_ways=2, sector_bytes=None, partitions=1, cu_partition=None,
-              first_wave=None) -> HardwareSpec:
+              first_wave=None, fetch_bytes=None) -> HardwareSpec:
     """`resident` programs per domain on `cus` CUs (default: one program per CU); `sets` per partition."""
     cus = cus or resident
     return HardwareSpec.model_validate({
@@ -57,7 +57,7 @@ def make_spec(num_domains=8, sets=4, ways=2, set_index="modulo", policy="round_r
         "l2_bytes_per_domain": partitions * sets * ways * LINE, "l2_ways": ways, "set_index": set_index,
         "dispatch": {"policy": policy, "chunk": chunk, "first_wave": first_wave}, "l2_partitions": partitions,
         "cu_partition": cu_partition, "l1_bytes_per_cu": l1_sets * l1_ways * LINE, "l1_ways": l1_ways,
-        "sector_bytes": sector_bytes})
+        "sector_bytes": sector_bytes, "l2_fetch_bytes": fetch_bytes})
 
 
 def no_l1(hw: HardwareSpec) -> HardwareSpec:
@@ -164,16 +164,23 @@ class OraclePartitionedL2:
         return in_near, missing
 
 
+def oracle_fetched_beside(missing: set, sectors: set, hw: HardwareSpec) -> set:
+    """The sectors a read's misses fetch beside the requested ones: the rest of each aligned block of the L2's
+    fetch granularity that holds a missing sector."""
+    block = hw.fetch_sectors
+    return {s for m in missing for s in range(m // block * block, m // block * block + block)} - sectors
+
+
 def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None):
     """Per domain: (L2 read lookups, read hits, first fetches, write lookups, L1 lookups, L1 hits, DRAM
-    fetches), in sectors, from the definitions: loads through the CU's L1, then its near L2 partition and
-    the line's home; stores allocate in the L2."""
+    fetches, promoted misses), in sectors, from the definitions: loads through the CU's L1, then its near L2
+    partition and the line's home; a miss fetches its whole fetch block; stores allocate in the L2."""
     spl = hw.sectors_per_line
     out = []
     for stream in oracle_domain_streams(programs, program_for_slot, hw, detail=True):
         l2 = OraclePartitionedL2(hw)
         l1 = [OracleCache(hw.l1_sets, hw.l1_ways, "hash") for _ in range(hw.cus_per_domain)]
-        fetched, c = set(), dict(reads=0, hits=0, first=0, writes=0, l1=0, l1_hits=0, dram=0)
+        fetched, c = set(), dict(reads=0, hits=0, first=0, writes=0, l1=0, l1_hits=0, dram=0, promoted=0)
         for cu, program, e, line in stream:
             fine = masks[line] if masks else 0b1111  # 32 B sectors of the 128 B line
             sectors = {s for s in range(spl) if any(fine >> b & 1 for b in range(s * 4 // spl, (s + 1) * 4 // spl))}
@@ -190,17 +197,21 @@ def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None
                     continue
             hit, from_dram = l2.access(near, line, sectors)
             c["reads"], c["hits"], c["dram"] = c["reads"] + len(sectors), c["hits"] + len(hit), c["dram"] + len(from_dram)
+            beside = oracle_fetched_beside(sectors - hit, sectors, hw)
+            if beside:
+                present, beside_dram = l2.access(near, line, beside)
+                c["promoted"], c["dram"] = c["promoted"] + len(beside - present), c["dram"] + len(beside_dram)
             new = {(line, s) for s in sectors - hit} - fetched
             c["first"] += len(new)
             fetched |= new
-        out.append((c["reads"], c["hits"], c["first"], c["writes"], c["l1"], c["l1_hits"], c["dram"]))
+        out.append((c["reads"], c["hits"], c["first"], c["writes"], c["l1"], c["l1_hits"], c["dram"], c["promoted"]))
     return out
 
 
 def engine_counts(result):
-    from swizzleperf.sim.engine import (DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, READ_HITS, READ_LOOKUPS,
-                                        WRITE_LOOKUPS)
-    order = (READ_LOOKUPS, READ_HITS, FIRST_FETCHES, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, DRAM_FETCHES)
+    from swizzleperf.sim.engine import (DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, PROMOTED_MISSES, READ_HITS,
+                                        READ_LOOKUPS, WRITE_LOOKUPS)
+    order = (READ_LOOKUPS, READ_HITS, FIRST_FETCHES, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, DRAM_FETCHES, PROMOTED_MISSES)
     return [tuple(int(c[i]) for i in order) for c in result.counts]
 
 
@@ -237,6 +248,11 @@ CONFIGS = {
                                                      first_wave=[2, 0, 2, 3, 1, 0, 2]),
     "inorder-3parts-res6-hash": make_spec(1, sets=3, ways=2, set_index="hash", policy="in_order", resident=6,
                                           cus=3, partitions=3),
+    # a miss fetches the 64 B half of its line (the H100's L2 fetch granularity), with and without partitions
+    "inorder-2parts-res6-3cus-l1-fetch64": make_spec(1, sets=2, ways=4, policy="in_order", resident=6, cus=3,
+                                                     l1_sets=1, l1_ways=2, sector_bytes=32, partitions=2,
+                                                     cu_partition=[0, 1, 1], fetch_bytes=64),
+    "rr2-res3-sectors-fetch64": make_spec(2, sets=3, ways=2, resident=3, sector_bytes=32, fetch_bytes=64),
 }
 
 
@@ -244,7 +260,7 @@ CONFIGS = {
 def test_matches_oracle_on_random_traces_and_remaps(name):
     hw = CONFIGS[name]
     rng = np.random.default_rng(sorted(CONFIGS).index(name))
-    totals = np.zeros(7, dtype=int)
+    totals = np.zeros(8, dtype=int)
     for _ in range(6):
         programs = random_programs(rng, int(rng.integers(1, 41)), line_range=int(rng.integers(4, 80)))
         stores = {(p, e) for p, program in enumerate(programs) for e in range(len(program)) if rng.random() < 0.2}
@@ -256,8 +272,10 @@ def test_matches_oracle_on_random_traces_and_remaps(name):
             totals += np.array(expected).sum(axis=0)
     assert totals[1] > 0 and totals[3] > 0, "the random traces must produce read hits and writes to compare"
     assert (totals[5] > 0) == bool(hw.l1_bytes_per_cu), "L1 hits exactly where an L1 is modelled"
-    far_hits = totals[0] - totals[1] - totals[6]  # near misses that another partition served
-    assert (far_hits > 0) == (hw.l2_partitions > 1), "far hits exactly where the L2 is partitioned"
+    assert (totals[7] > 0) == (hw.fetch_sectors > 1), "misses of sectors fetched beside exactly where fetches are wider"
+    if hw.fetch_sectors == 1:
+        far_hits = totals[0] - totals[1] - totals[6]  # near misses that another partition served
+        assert (far_hits > 0) == (hw.l2_partitions > 1), "far hits exactly where the L2 is partitioned"
 
 
 def test_matches_oracle_when_rotation_drains_unevenly():
@@ -476,3 +494,18 @@ def test_prepare_is_reused_for_the_same_trace():
     trace = pair_sharing_trace(3)
     assert prepare(trace) is prepare(trace)
     assert prepare(prepare(trace)) is prepare(trace)
+
+
+def test_a_one_sector_read_that_misses_fetches_the_64_byte_half_as_the_h100_showed():
+    """benchmarks/probe_pending.py on an H100 (tests/fixtures/probes/probe-pending-h100.json): one SM reading
+    one 32 B sector of each of 8192 cold lines made 16384 sector misses and read 16384 sectors from DRAM; a second
+    SM of its side reading them afterwards made 8192 lookups, all hits. The h100 preset, the same reads:"""
+    hw = PRESETS["h100"].model_copy(update={"l1_bytes_per_cu": 0})  # the probe's loads bypass the L1 (.cg)
+    lines = [[line] for line in range(0, 4096, 4)]  # one event per line, lines apart
+    alone = simulate(make_trace([lines], masks={line: 0b0001 for line in range(4096)}), np.arange(1), hw)
+    assert (alone.read_lookups, alone.read_hits, alone.total(PROMOTED_MISSES), alone.total(DRAM_FETCHES)) == (
+        1024, -1024, 1024, 2048)  # each request: its sector and the one beside it missed, both from DRAM
+    assert alone.read_hit_pct == -100.0  # ncu's read hit rate of the probe: 1 - 16384 misses / 8192 requests
+    wide = simulate(make_trace([lines], masks={line: 0b0011 for line in range(4096)}), np.arange(1), hw)
+    assert (wide.total(PROMOTED_MISSES), wide.total(DRAM_FETCHES)) == (0, 2048)  # a whole half: nothing beside it
+    assert any("fetches the 64 B block" in note for note in alone.to_report("k", "s", hw).notes)

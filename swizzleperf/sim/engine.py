@@ -36,8 +36,8 @@ from swizzleperf.sim.chunks import MemoryRuns, replay_domain
 from swizzleperf.sim.dispatch import as_permutation, domain_queues, simulated_domains
 from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, prepare  # noqa: F401 (part of the engine's API)
 from swizzleperf.sim.replay import (  # noqa: F401 (part of the engine's API)
-    DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, N_COUNTS, READ_HITS, READ_LOOKUPS, SAMPLED_LOOKUPS,
-    WRITE_LOOKUPS, refill_key,
+    DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, N_COUNTS, PROMOTED_MISSES, READ_HITS, READ_LOOKUPS,
+    SAMPLED_LOOKUPS, WRITE_LOOKUPS, refill_key,
 )
 from swizzleperf.sim.sampling import choose_sample, scale_counts
 
@@ -71,7 +71,9 @@ class SimResult:
 
     @property
     def hits(self) -> np.ndarray:
-        return self.counts[:, READ_HITS]
+        """Read requests served without a miss, less the sectors their misses fetched beside them (counted as
+        misses of those requests, as ncu counts them)."""
+        return self.counts[:, READ_HITS] - self.counts[:, PROMOTED_MISSES]
 
     @property
     def unique_lines(self) -> np.ndarray:
@@ -84,7 +86,7 @@ class SimResult:
 
     @property
     def read_hits(self) -> int:
-        return self.total(READ_HITS)
+        return int(self.hits.sum())
 
     @property
     def read_hit_pct(self) -> float:
@@ -116,7 +118,7 @@ class SimResult:
                              f"{simulated_domains(hw)}: pass the spec it was simulated with")
         per_domain = [
             DomainStats(domain=d, programs=int(self.programs[d]), accesses=int(c[READ_LOOKUPS]),
-                        hits=int(c[READ_HITS]), unique_lines=int(c[FIRST_FETCHES]))
+                        hits=int(c[READ_HITS] - c[PROMOTED_MISSES]), unique_lines=int(c[FIRST_FETCHES]))
             for d, c in enumerate(self.counts)
         ]
         l1 = self.total(L1_LOOKUPS)
@@ -168,6 +170,9 @@ def model_notes(hw: HardwareSpec) -> list[str]:
         "a request for a sector already on its way counts as served, as on the GPU, where such requests join the "
         "fetch (NVIDIA: merged by the L2 request coalescer before the tag lookup); writes allocate without a fetch "
         "(always a hit) and count only in the overall rate",
+        *([f"a read miss fetches the {hw.l2_fetch_bytes} B block around each missing sector (the L2's fetch "
+           f"granularity, measured on an H100); the sectors fetched beside the requested ones count as misses of "
+           f"that read, as ncu counts them"] if hw.fetch_sectors > 1 else []),
         "ceiling = 1 - read-only sectors / read sectors: each fetched once, no L1 filtering",
     ]
 
@@ -202,7 +207,8 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
         seen_bits = np.zeros((prepared.unique_lines * spl + 63) // 64, dtype=np.uint64)
         sets = chosen.mask() if chosen else np.zeros(0, np.uint8)
         replay_domain(source, queue, spl, model["first_wave"], budget,
-                      (l2, model["l2"].kernel_args, model["partition_of_cu"], hw.l2_partitions, l1, model["l1_args"],
+                      (l2, (*model["l2"].kernel_args, hw.fetch_sectors), model["partition_of_cu"], hw.l2_partitions,
+                       l1, model["l1_args"],
                        seen_bits, sets), counts)
         return counts
 

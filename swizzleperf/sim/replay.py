@@ -17,10 +17,13 @@ import numpy as np
 from swizzleperf.sim.cache import HASH, first_touch, home_partition, lookup, mix64, set_of
 
 # what the pass counts, in sectors (lines where a line is one sector); read lookups and hits are the
-# SM side's (near partition); DRAM_FETCHES are the read misses no partition could serve;
-# SAMPLED_LOOKUPS: read lookups of lines in the simulated L2 sets (all of them without sampling)
-READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES, DRAM_FETCHES, SAMPLED_LOOKUPS = range(8)
-N_COUNTS = 7  # the result's columns; SAMPLED_LOOKUPS only scales them
+# SM side's (near partition); DRAM_FETCHES are the sectors no partition could serve (those fetched beside
+# a miss included); PROMOTED_MISSES: sectors a read's miss fetched beside the ones it asked for (the L2's
+# fetch granularity), misses of that read as ncu counts them; SAMPLED_LOOKUPS: read lookups of lines in the
+# simulated L2 sets (all of them without sampling)
+(READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES, DRAM_FETCHES, PROMOTED_MISSES,
+ SAMPLED_LOOKUPS) = range(9)
+N_COUNTS = 8  # the result's columns; SAMPLED_LOOKUPS only scales them
 POSITIONS, ACTIVE, TURN, QUEUED = range(4)  # the scalar state between chunks
 
 _SECTOR_COUNT = np.array([bin(m).count("1") for m in range(256)], dtype=np.int64)
@@ -37,7 +40,7 @@ def _l2_access(line, s, mask, near, l2, l2_geometry, partitions):
     before). Sectors missing near come from the line's home partition if that is another one (which keeps
     or gets them too); the near partition keeps a copy either way. One partition: near is home."""
     tags, recency = l2
-    _, num_sets, _, ways = l2_geometry
+    _, num_sets, _, ways, _ = l2_geometry
     in_near = lookup(tags, recency, near * num_sets + s, line, mask, ways) & mask
     missed = mask & ~in_near
     if missed and partitions > 1:
@@ -45,6 +48,20 @@ def _l2_access(line, s, mask, near, l2, l2_geometry, partitions):
         if home != near:
             missed &= ~lookup(tags, recency, home * num_sets + s, line, missed, ways)
     return in_near, missed
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fetch_blocks(missed, fetch_sectors):
+    """Every sector of each aligned block of `fetch_sectors` sectors that holds a missing one (the L2's fetch
+    granularity: NVIDIA fetches the 64-byte half of a line around a missing 32-byte sector)."""
+    if fetch_sectors <= 1 or missed == 0:
+        return missed
+    block = (1 << fetch_sectors) - 1
+    out = 0
+    for first in range(0, 8, fetch_sectors):
+        if missed & (block << first):
+            out |= block << first
+    return out
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -71,6 +88,11 @@ def _read(line, line_id, mask, cu, near, l2, l2_geometry, partitions, l1, l1_geo
     counts[READ_HITS] += _popcount(in_l2)
     counts[DRAM_FETCHES] += _popcount(from_dram)
     missed = mask & ~in_l2
+    beside = _fetch_blocks(missed, l2_geometry[4]) & ~mask
+    if beside:  # fetched with the missing sectors: a miss of this read where it was not there yet
+        present, from_dram = _l2_access(line, s, beside, near, l2, l2_geometry, partitions)
+        counts[PROMOTED_MISSES] += _popcount(beside & ~present)
+        counts[DRAM_FETCHES] += _popcount(from_dram)
     sector = 0
     while missed:
         if missed & 1:

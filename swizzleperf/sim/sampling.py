@@ -18,7 +18,8 @@ import numpy as np
 
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.sim import settings
-from swizzleperf.sim.replay import DRAM_FETCHES, FIRST_FETCHES, N_COUNTS, READ_HITS, READ_LOOKUPS, SAMPLED_LOOKUPS
+from swizzleperf.sim.replay import (
+    DRAM_FETCHES, FIRST_FETCHES, N_COUNTS, PROMOTED_MISSES, READ_HITS, READ_LOOKUPS, SAMPLED_LOOKUPS)
 
 # benchmarks/bench_scale.py, every suite kernel at its default size on mi300x and h100 at the default
 # sample: the largest difference from full simulation in read hit rate, in points
@@ -65,15 +66,15 @@ def choose_sample(hw: HardwareSpec, accesses: int, every: int | None = None) -> 
 
 def scale_counts(raw: np.ndarray) -> np.ndarray:
     """int64[D, N_COUNTS] from the pass's counts int64[D, N_COUNTS + 1]: the sampled sets' read hits,
-    DRAM and first fetches scaled to all of the domain's read lookups (exact when every set is sampled).
-    A domain none of whose lookups fell in a sampled set takes the pooled ratio of all domains."""
+    DRAM, first fetches and promoted misses scaled to all of the domain's read lookups (exact when every set
+    is sampled). A domain none of whose lookups fell in a sampled set takes the pooled ratio of all domains."""
     out = raw[:, :N_COUNTS].copy()
     pooled_sampled = int(raw[:, SAMPLED_LOOKUPS].sum())
     for d in range(raw.shape[0]):
         whole, sampled = int(raw[d, READ_LOOKUPS]), int(raw[d, SAMPLED_LOOKUPS])
         if sampled == whole:
             continue
-        for what in (READ_HITS, DRAM_FETCHES, FIRST_FETCHES):
+        for what in (READ_HITS, DRAM_FETCHES, FIRST_FETCHES, PROMOTED_MISSES):
             value, den = (int(raw[d, what]), sampled) if sampled else (int(raw[:, what].sum()), pooled_sampled)
             out[d, what] = (value * whole + den // 2) // den if den else 0
     return out

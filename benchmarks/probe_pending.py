@@ -1,0 +1,151 @@
+"""Probe what an NVIDIA GPU's two L2 partitions do when two SMs read one buffer (needs a GPU with two L2
+partitions and Nsight Compute; writes OUT.json).
+
+Two programs, pinned by %smid to two SMs (same L2 side, or opposite sides), read the same fresh 1 MB buffer
+(`.cg`: the L1 is bypassed), one 32-byte sector or all four of each 128-byte line: the first SM alone, the
+second once the first has all its data (staggered), or both at once after a barrier (together). Each launch
+runs under ncu with `--cache-control all`, counting the SMs' read requests, the L2's lookups and misses of
+them, the far partition's lookups (`lts__t_sectors_srcunit_ltcfabric_op_read_lookup_*`) and DRAM reads.
+
+What the H100 showed (tests/fixtures/probes/probe-pending-h100.json, 2026-11-27):
+- a one-sector read that misses is two sector misses and 64 bytes from DRAM: the L2 fetches the 64-byte
+  half of the line (its fetch granularity, CUDA's cudaLimitMaxL2FetchGranularity); a hit is one lookup;
+- half of a side's misses cross to the other partition: a line has a home partition, as modelled;
+- a second SM of the same side reading during the first one's fills makes no far lookups of its own
+  (together = staggered): a side's copy serves its SMs while the fill is in flight;
+- SMs on opposite sides reading together miss more than one after the other (both sides miss a line
+  before either copy exists).
+
+    python benchmarks/probe_pending.py OUT.json          # runs ncu on itself
+    python benchmarks/probe_pending.py --summary OUT.json
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import triton
+import triton.language as tl
+
+LINES = 8192  # 1 MB of 128-byte lines: far below a partition, so nothing is evicted
+LINE_INTS = 32
+# (name, which pair of SMs, mode: 0 the first SM alone, 1 staggered, 2 together, sectors read per line)
+CASES = [(f"{who}, {how}, {sectors} sector{'s' * (sectors > 1)}/line", pair, mode, sectors)
+         for sectors in (1, 4) for who, pair in (("same side", "same"), ("opposite sides", "opposite"))
+         for how, mode in (("alone", 0), ("staggered", 1), ("together", 2)) if not (mode == 0 and pair == "opposite")]
+REPEATS = 3
+FAR_HIT, FAR_MISS = "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_hit.sum", "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_miss.sum"
+TEX_HIT, TEX_MISS = "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"
+METRICS = [FAR_HIT, FAR_MISS, TEX_HIT, TEX_MISS, "lts__t_requests_srcunit_tex_op_read.sum",
+           "lts__t_requests_srcunit_ltcfabric_op_read.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
+           "l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld.sum", "lts__d_sectors_fill_device.sum", "dram__bytes_read.sum"]
+
+
+@triton.jit
+def _smid(x):
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def pair_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, mode, LINES: tl.constexpr, BLOCK: tl.constexpr,
+                SECTORS: tl.constexpr):
+    """sync: [tickets of A, of B, arrivals, A done]. The first program on each of the two SMs reads the buffer
+    (mode 0: A alone, 1: B once A has its data, 2: both at once), SECTORS 32-byte sectors of every line."""
+    sm = _smid(tl.program_id(0))
+    role = tl.where(sm == sm_a, 0, tl.where((sm == sm_b) & (mode > 0), 1, -1))
+    if role >= 0:
+        if tl.atomic_add(sync_ptr + role, 1) == 0:
+            if mode == 2:
+                tl.atomic_add(sync_ptr + 2, 1)
+                while tl.atomic_add(sync_ptr + 2, 0) < 2:
+                    pass
+            elif role == 1:
+                while tl.atomic_add(sync_ptr + 3, 0) == 0:
+                    pass
+            acc = tl.zeros((BLOCK, 8 * SECTORS), tl.int32)
+            for start in range(0, LINES, BLOCK):
+                lines = (start + tl.arange(0, BLOCK))[:, None] * 32 + tl.arange(0, 8 * SECTORS)[None, :]
+                acc += tl.load(buf_ptr + lines, cache_modifier=".cg")
+            tl.store(sink_ptr + role * BLOCK + tl.arange(0, BLOCK), tl.sum(acc, 1))
+            if role == 0:
+                tl.atomic_xchg(sync_ptr + 3, 1)
+
+
+def pair_sms(sides: list[int]) -> dict[str, tuple[int, int]]:
+    """Two SMs of side 0 in different TPCs, and one of side 0 with one of side 1."""
+    zero = [sm for sm, side in enumerate(sides) if side == 0]
+    other = next(sm for sm in zero if sm // 2 != zero[0] // 2)
+    return {"same": (zero[0], other), "opposite": (zero[0], sides.index(1))}
+
+
+def run_cases(out: str) -> int:
+    """The child ncu profiles: every case REPEATS times, one launch each, in CASES order."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from swizzleperf.measured_layouts import sm_partition
+
+    sms = pair_sms(sm_partition("h100"))
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sink = torch.zeros(2 * 32, dtype=torch.int32, device="cuda")
+    for _ in range(REPEATS):
+        for _, pair, mode, sectors in CASES:
+            buf = torch.ones(LINES * LINE_INTS, dtype=torch.int32, device="cuda")
+            sync = torch.zeros(4, dtype=torch.int32, device="cuda")
+            a, b = sms[pair]
+            pair_kernel[(num_sms * 8,)](buf, sync, sink, a, b, mode, LINES=LINES, BLOCK=32, SECTORS=sectors,
+                                        num_warps=1)
+            torch.cuda.synchronize()
+            assert sync[0].item() >= 1 and (mode == 0 or sync[1].item() >= 1), "a chosen SM ran no program"
+    Path(out).write_text(json.dumps({"sms": sms, "device": torch.cuda.get_device_name(0)}))
+    return 0
+
+
+def main(out: str) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
+    from swizzleperf.profilers.runner import find_tool
+
+    meta = Path(out).with_suffix(".sms.json")
+    done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base", "--cache-control", "all", "--metrics",
+                           ",".join(METRICS), "--kernel-name", "regex:pair_kernel", sys.executable, __file__,
+                           "--child", str(meta)], capture_output=True, text=True, timeout=600)
+    result = parse_ncu_csv(done.stdout + "\n" + done.stderr, "^pair_kernel$")
+    if len(result.launches) != REPEATS * len(CASES):
+        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+        return 1
+    rows = []
+    for i, launch in enumerate(result.launches):
+        name = CASES[i % len(CASES)][0]
+        rows.append({"case": name, "repeat": i // len(CASES), **dict(launch.metrics)})
+    record = {**json.loads(meta.read_text()), "lines": LINES, "rows": rows}
+    Path(out).write_text(json.dumps(record, indent=1))
+    summarize(record)
+    return 0
+
+
+def summarize(record: dict) -> None:
+    """Per case, the mean over repeats, in sectors: the far partition's read lookups (hits), the SMs' read
+    requests and the L2's lookups of them (misses), and the sectors filled from DRAM."""
+    print(f"{record['device']}: SMs {record['sms']}; {record['lines']} lines; sectors, mean of the repeats")
+    print(f"  {'case':40s} {'requested':>9s} {'lookups':>8s} {'(miss)':>7s} {'far':>7s} {'(hit)':>6s} {'DRAM':>7s}")
+    for name, *_ in CASES:
+        rows = [r for r in record["rows"] if r["case"] == name]
+
+        def mean(metric):
+            return round(sum(r.get(metric, 0.0) for r in rows) / len(rows))
+        print(f"  {name:40s} {mean('l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld.sum'):9d} "
+              f"{mean(TEX_HIT) + mean(TEX_MISS):8d} {mean(TEX_MISS):7d} {mean(FAR_HIT) + mean(FAR_MISS):7d} "
+              f"{mean(FAR_HIT):6d} {mean('dram__bytes_read.sum') // 32:7d}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        sys.exit(run_cases(sys.argv[2]))
+    if sys.argv[1:2] == ["--summary"]:
+        summarize(json.loads(Path(sys.argv[2]).read_text()))
+        sys.exit(0)
+    sys.exit(main(sys.argv[1]))
