@@ -13,7 +13,9 @@ loads go through the CU's L1, and only the sectors it lacks reach the L2; stores
 to the L2, which allocates written sectors without fetching them, so every write lookup hits.
 Where the L2 is split in partitions (A100/H100), an SM looks up its near partition; sectors it
 lacks come from the line's home partition when that is the other one (a far hit: a read miss
-on the SM's side, but no DRAM traffic) or from DRAM, and the near side keeps a copy.
+on the SM's side, but no DRAM traffic) or from DRAM, and the near side keeps a copy. A read miss fetches
+the aligned block of the L2's fetch granularity around each missing sector (64 B on Hopper, measured), and
+the sectors fetched beside the requested ones count as misses of that read, as ncu counts them.
 A swizzle changes read reuse, so the primary number is the L2 *read* hit rate of requests from
 the CUs; the overall rate (reads and writes) is reported beside it. The assumptions are
 repeated in every report's notes.
