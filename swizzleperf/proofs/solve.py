@@ -40,7 +40,7 @@ from swizzleperf.proofs.cuts import statement_index
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.facts import nested_division_facts
 from swizzleperf.proofs.linear import linearize
-from swizzleperf.proofs.products import linearize_products
+from swizzleperf.proofs.products import ProductAbstraction
 from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES, STRATEGIES, WORK_PER_S, Budget, solve
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.verdict import Counterexample
@@ -103,6 +103,7 @@ class Prover:
         self.chained = False  # a cut of query (2) holds
         self.undecided = ""  # the last query left undecided, for the timeout's reason
         self.refuted_abstractions: dict = {}  # linear abstractions with a model (held, as `proven`)
+        self.products: ProductAbstraction | None = None  # abstractly's, made on its first query
 
     def translate(self, name: str, signed: frozenset) -> Copy:
         """The hook for program `name` (cached: every round asks for the same copies)."""
@@ -172,7 +173,9 @@ class Prover:
         first round only: it decides there or not at all, and a larger slice rarely changes that."""
         if self.domain.kind != "int" or self.slice != FIRST_SLICE:
             return UNDECIDED
-        abstracted = linearize_products(formulas, self.known())
+        if self.products is None:
+            self.products = ProductAbstraction(self.domain.ctx)
+        abstracted = self.products.abstract(formulas, self.known())
         if [f.get_id() for f in abstracted] == [f.get_id() for f in formulas]:
             return UNDECIDED  # linear already: the exact query is the same question
         return self.ask(abstracted, [], what, weight, abstraction=True)
