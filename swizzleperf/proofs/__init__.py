@@ -14,7 +14,7 @@ a 1D hook (or the order a hook is cut into) may be proven one-to-one by an inver
 encoding sets up the grid; solve asks the queries, through cuts, facts and a linear abstraction
 (linear, and products for products of two run-time values, built once per context over terms) when z3 needs help,
 one z3 call at a time (solver); portfolio tries the integer, then the bit-vector encoding for each
-die count; prove and verdict make the answer. By default all of it runs in a child process
+die count (outcome: what each found); prove and verdict make the answer. By default all of it runs in a child process
 (swizzleperf.validation.sandbox.run_in_child), so a formula that explodes cannot hang or exhaust the
 caller. Needs the `proofs` extra (z3-solver).
 """

@@ -39,7 +39,8 @@ import z3
 
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.cuts import mentions
-from swizzleperf.proofs.solve import UNDECIDED, Outcome, Prover
+from swizzleperf.proofs.outcome import Outcome
+from swizzleperf.proofs.solve import UNDECIDED, Prover
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.remap import hook_body
 

@@ -18,7 +18,8 @@ from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.branches import prove_by_cases
 from swizzleperf.proofs.certificates import Certificate, CertifiedProver, prefers_bit_vectors
 from swizzleperf.proofs.encoding import Domain
-from swizzleperf.proofs.solve import Outcome, Prover
+from swizzleperf.proofs.outcome import Outcome
+from swizzleperf.proofs.solve import Prover
 from swizzleperf.proofs.solver import Budget
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.values import ProofError

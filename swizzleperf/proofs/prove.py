@@ -10,7 +10,7 @@ from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.certificates import Certificate, certificates_for
 from swizzleperf.proofs.compose import cuts
 from swizzleperf.proofs.portfolio import prove_die_count
-from swizzleperf.proofs.solve import Outcome
+from swizzleperf.proofs.outcome import Outcome
 from swizzleperf.proofs.solver import WORK_PER_S
 from swizzleperf.proofs.split import split
 from swizzleperf.proofs.verdict import ProofVerdict
