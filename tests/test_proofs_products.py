@@ -89,3 +89,21 @@ def test_a_near_miss_is_refuted_after_the_bijection_of_its_shape_is_proven():
     assert TAIL_OFF_BY_ONE != CONTIGUOUS
     refuted = prove_bijective(TAIL_OFF_BY_ONE, H1, die_counts=(8, 16), time_limit_s=2.0, in_child=False)
     assert refuted.status == "counterexample", refuted.message
+
+
+def test_the_cached_division_facts_are_the_fresh_ones():
+    from swizzleperf.proofs.facts import nested_division_facts
+
+    source = FAMILIES["swizzled_head_first"](H3, group=2)
+    fn = static_check(source, H3)
+    ctx = z3.Context()
+    domain = Domain.make("int", H3, 2 ** 31 - 1, ctx)
+    prover = Prover(fn, H3, source, {"NUM_XCDS": 8}, domain, Budget(10 ** 9, math.inf), {})
+    a, b = prover.translate("pid_a", frozenset()), prover.translate("pid_b", frozenset())
+    cache = products.ProductAbstraction(ctx)
+    queries = [[*domain.constraints, *a.bounds, z3.Or(*domain.outside(a.outputs))],
+               [*domain.constraints, *a.bounds, *b.bounds, a.pid < b.pid,
+                *[x == y for x, y in zip(a.outputs, b.outputs)]]]
+    for formulas in queries + queries:
+        fresh = nested_division_facts(formulas)
+        assert fresh and ids(cache.division_facts(formulas)) == ids(fresh)

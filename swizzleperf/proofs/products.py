@@ -138,7 +138,7 @@ class ProductAbstraction:
         self.rewriter.known.update(known)  # each input's bounds are the same in every query
         roots = self.terms.add(formulas)
         used = Used(self.rewriter, self.small(roots))
-        roots += self.terms.add(self.division_facts(roots))
+        roots += self.terms.add(self.division_facts(formulas))
         out = [self.rewriter.rewrite(self.terms.nodes[k]) for k in roots]
         for key in self.terms.post_order(roots):
             for event in self.rewriter.events[key]:
@@ -154,10 +154,10 @@ class ProductAbstraction:
             self.tops[key] = max([own, *(self.tops[k] for k in self.terms.kids[key])])
         return max(self.tops[k] for k in roots)
 
-    def division_facts(self, roots: list[int]) -> list:
-        """facts.nested_division_facts of the formulas, each theorem built once."""
+    def division_facts(self, formulas: list) -> list:
+        """facts.nested_division_facts(formulas), the same list, each theorem built once."""
         facts, done = [], set()
-        for key in self.terms.depth_first(roots):
+        for key in self.terms.depth_first(self.terms.add(formulas)):
             if key not in self.terms.divisions:
                 continue
             if key not in self.nested:

@@ -38,7 +38,6 @@ from swizzleperf.proofs.cuts import (Copy, Cut, determines, generalize_products,
                                      make_cut, mirror)
 from swizzleperf.proofs.cuts import statement_index
 from swizzleperf.proofs.encoding import Domain
-from swizzleperf.proofs.facts import nested_division_facts
 from swizzleperf.proofs.linear import linearize
 from swizzleperf.proofs.outcome import Outcome
 from swizzleperf.proofs.products import ProductAbstraction
@@ -86,7 +85,7 @@ class Prover:
         self.chained = False  # a cut of query (2) holds
         self.undecided = ""  # the last query left undecided, for the timeout's reason
         self.refuted_abstractions: dict = {}  # linear abstractions with a model (held, as `proven`)
-        self.products: ProductAbstraction | None = None  # abstractly's, made on its first query
+        self.products: ProductAbstraction | None = None  # the queries' abstractions and facts (abstraction())
 
     def translate(self, name: str, signed: frozenset) -> Copy:
         """The hook for program `name` (cached: every round asks for the same copies)."""
@@ -117,7 +116,7 @@ class Prover:
         formulas = [*self.domain.constraints, *formulas]
         if generalize:
             formulas = generalize_products(formulas, self.domain.extents, self.domain.max_programs)
-        hints = nested_division_facts(formulas) if self.domain.kind == "int" else []
+        hints = self.abstraction().division_facts(formulas) if self.domain.kind == "int" else []
         return self.ask(formulas, hints, what, weight, strategies=strategies)
 
     def ask(self, formulas: list, hints: list, what: str, weight: float, abstraction: bool = False,
@@ -156,12 +155,15 @@ class Prover:
         first round only: it decides there or not at all, and a larger slice rarely changes that."""
         if self.domain.kind != "int" or self.slice != FIRST_SLICE:
             return UNDECIDED
-        if self.products is None:
-            self.products = ProductAbstraction(self.domain.ctx)
-        abstracted = self.products.abstract(formulas, self.known())
+        abstracted = self.abstraction().abstract(formulas, self.known())
         if [f.get_id() for f in abstracted] == [f.get_id() for f in formulas]:
             return UNDECIDED  # linear already: the exact query is the same question
         return self.ask(abstracted, [], what, weight, abstraction=True)
+
+    def abstraction(self) -> ProductAbstraction:
+        if self.products is None:
+            self.products = ProductAbstraction(self.domain.ctx)
+        return self.products
 
     def known(self) -> dict[int, tuple[int, int]]:
         """Interval bounds of the inputs, by term id: every program id and extent."""
