@@ -168,7 +168,7 @@ def prove_by_cases(fn: ast.FunctionDef, args: tuple) -> Outcome | None:
     """The hook proven side by side at its first split point where the rule applies: proven (saying
     where it was split), a counterexample or an overflow (the whole hook's, as every model is
     re-evaluated on it), or None when no split proves it (the caller proves the hook whole).
-    `args`: a Prover's (fn, hook, source, constexprs, domain, budget, proven)."""
+    `args`: a Prover's (fn, hook, source, constexprs, domain, budget, proven, leanings)."""
     for branch in split_points(fn, args[1]):
         outcomes = []
         for side in (True, False):

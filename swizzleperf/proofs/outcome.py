@@ -1,4 +1,5 @@
-"""What one attempt at one die count found: proven, a counterexample, or unknown, and what it spent."""
+"""What one attempt at one die count found: proven, a counterexample, or unknown, and what it spent; and
+Timeout, which ends an attempt whose work budget is spent."""
 
 from __future__ import annotations
 
@@ -24,3 +25,11 @@ class Outcome:
     @property
     def decisive(self) -> bool:
         return self.counterexample is not None or (self.proven and self.proven_max_programs is None)
+
+
+class Timeout(Exception):
+    """z3 could not decide `what` within the work left (or before the wall-clock backstop)."""
+
+    def __init__(self, what: str, why: str):
+        super().__init__(what)
+        self.what, self.why = what, why

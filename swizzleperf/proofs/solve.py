@@ -39,7 +39,7 @@ from swizzleperf.proofs.cuts import (Copy, Cut, determines, generalize_products,
 from swizzleperf.proofs.cuts import statement_index
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.linear import linearize
-from swizzleperf.proofs.outcome import Outcome
+from swizzleperf.proofs.outcome import Outcome, Timeout
 from swizzleperf.proofs.products import ProductAbstraction
 from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES, STRATEGIES, WORK_PER_S, Budget, solve
 from swizzleperf.proofs.symexec import Executor
@@ -54,14 +54,6 @@ EXACT_FIRST_WEIGHT = 0.15  # of the first round's slice: a stage of query (1) as
 UNDECIDED = object()  # a query z3 could not decide in this round's slice
 
 
-class Timeout(Exception):
-    """z3 could not decide `what` within the work left (or before the wall-clock backstop)."""
-
-    def __init__(self, what: str, why: str):
-        super().__init__(what)
-        self.what, self.why = what, why
-
-
 class Prover:
     """Proves one hook for one die count in one encoding, within a Budget of z3 work.
 
@@ -71,8 +63,9 @@ class Prover:
     """
 
     def __init__(self, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-                 domain: Domain, budget: Budget, proven: dict):
+                 domain: Domain, budget: Budget, proven: dict, leanings: dict | None = None):
         self.fn, self.hook, self.constexprs, self.domain = fn, hook, constexprs, domain
+        self.leanings = {} if leanings is None else leanings  # stage_key -> "abstract": shared by a hook's die counts
         self.lines = source.splitlines()
         self.budget, self.proven = budget, proven
         self.live = live_after(fn)
@@ -295,7 +288,7 @@ class Prover:
             if not conditions:
                 continue
             bad = z3.Or(*conditions)
-            model = self.stage(copy, bad, what)
+            model = self.stage(copy, index, bad, what)
             if model is UNDECIDED:
                 model = None if any(self.cut_holds(copy, p, bad) for p in self.distinct_points(copy, index)) else model
             if model is UNDECIDED:
@@ -304,18 +297,26 @@ class Prover:
                 return model
         return UNDECIDED if undecided else None
 
-    def stage(self, copy: Copy, bad, what: str):
+    def stage(self, copy: Copy, index: int, bad, what: str):
         """One stage of query (1) (a model, None, or UNDECIDED). In the first round of the integer encoding,
         exactly in one solver run with a small share of the slice first (of the bench's stages z3 decides
         exactly, 99 % take < 0.2 M units), then by the abstraction with product theorems (which decides the
         cluster-round sides' stages, but spends its whole share, 0.6 M, on the 16-die XCD-contiguous tail's);
-        then exactly with the whole slice."""
-        model = UNDECIDED
-        if self.domain.kind == "int" and self.slice == FIRST_SLICE:
+        then exactly with the whole slice. A stage the short run left to the abstraction at one die count
+        goes to the abstraction first at the next ones (`leanings`: the head-first sides' whole rounds)."""
+        model, key = UNDECIDED, self.stage_key(index)
+        first = self.domain.kind == "int" and self.slice == FIRST_SLICE and self.leanings.get(key) != "abstract"
+        if first:
             model = self.check([*copy.bounds, bad], what, EXACT_FIRST_WEIGHT, strategies=ABSTRACTION_STRATEGIES)
         if model is UNDECIDED:
             model = self.abstractly([*self.domain.constraints, *copy.bounds, bad], what)
+            if first and model is None:
+                self.leanings[key] = "abstract"
         return self.check([*copy.bounds, bad], what) if model is UNDECIDED else model
+
+    def stage_key(self, index: int) -> tuple:
+        """A stage of query (1), the same at every die count: the prover's kind and the statement."""
+        return type(self).__name__, getattr(self, "side", None), self.domain.kind, index
 
     def cut_holds(self, copy: Copy, point: int, bad) -> bool:
         cut = self.cut(copy, point, "cut")
