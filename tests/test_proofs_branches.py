@@ -126,3 +126,13 @@ def test_a_collision_across_or_within_a_side_is_a_confirmed_counterexample(sourc
 def test_only_a_1d_hooks_top_level_ifs_are_split_points():
     assert len(split_points(static_check(ROTATION, H1), H1)) == 1
     assert split_points(static_check(HEAD_FIRST, H3), H3) == []  # 3D: compose cuts its order out first
+
+
+def test_leanings_carried_over_die_counts_prove_the_order_and_refute_its_near_miss():
+    """Prover.stage carries how a stage was decided from one die count to the next (`leanings`): a choice of
+    which query to ask first only, so over several die counts the order is proven and a near miss refuted."""
+    verdict = prove_bijective(HEAD_FIRST, H3, die_counts=(2, 4, 8), time_limit_s=2.0, in_child=False)
+    assert verdict.status == "proven", verdict.message
+    source = HEAD_FIRST_NEAR_MISSES["tail local shifted"]
+    verdict = prove_bijective(source, H3, die_counts=(2, 4, 8), time_limit_s=2.0, in_child=False)
+    assert verdict.status == "counterexample", verdict.message

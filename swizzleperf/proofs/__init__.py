@@ -12,9 +12,9 @@ hook (or order) with a top-level `if pid < bound` one side of the bound at a tim
 symexec (with values, expressions) walks the tree over a backend (backends, bitvec);
 a 1D hook (or the order a hook is cut into) may be proven one-to-one by an inverse (certificates);
 encoding sets up the grid; solve asks the queries, through cuts, facts and a linear abstraction
-(linear, and products for products of two run-time values) when z3 needs help,
+(linear, and products for products of two run-time values, built once per context over terms) when z3 needs help,
 one z3 call at a time (solver); portfolio tries the integer, then the bit-vector encoding for each
-die count; prove and verdict make the answer. By default all of it runs in a child process
+die count (outcome: what each found); prove and verdict make the answer. By default all of it runs in a child process
 (swizzleperf.validation.sandbox.run_in_child), so a formula that explodes cannot hang or exhaust the
 caller. Needs the `proofs` extra (z3-solver).
 """

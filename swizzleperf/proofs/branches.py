@@ -39,7 +39,8 @@ import z3
 
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.cuts import mentions
-from swizzleperf.proofs.solve import UNDECIDED, Outcome, Prover
+from swizzleperf.proofs.outcome import Outcome
+from swizzleperf.proofs.solve import UNDECIDED, Prover
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.remap import hook_body
 
@@ -167,7 +168,7 @@ def prove_by_cases(fn: ast.FunctionDef, args: tuple) -> Outcome | None:
     """The hook proven side by side at its first split point where the rule applies: proven (saying
     where it was split), a counterexample or an overflow (the whole hook's, as every model is
     re-evaluated on it), or None when no split proves it (the caller proves the hook whole).
-    `args`: a Prover's (fn, hook, source, constexprs, domain, budget, proven)."""
+    `args`: a Prover's (fn, hook, source, constexprs, domain, budget, proven, leanings)."""
     for branch in split_points(fn, args[1]):
         outcomes = []
         for side in (True, False):

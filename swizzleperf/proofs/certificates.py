@@ -30,7 +30,8 @@ from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import concrete
 from swizzleperf.proofs.backends import ConcreteBackend
 from swizzleperf.proofs.encoding import sizes_of
-from swizzleperf.proofs.solve import FIRST_SLICE, Outcome, Prover
+from swizzleperf.proofs.outcome import Outcome
+from swizzleperf.proofs.solve import FIRST_SLICE, Prover
 from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.values import ProofError

@@ -28,17 +28,25 @@ def _divisions(formulas: list) -> list[z3.ArithRef]:
     return found
 
 
+def nested_division(term: z3.ExprRef) -> tuple | None:
+    """For a `(y div c) div d` or `(y div c) mod d` term: `(y div c) div d`, y, c and d; else None."""
+    inner, d = term.arg(0), term.arg(1)
+    if not z3.is_app_of(inner, z3.Z3_OP_IDIV):
+        return None
+    return inner / d, inner.arg(0), inner.arg(1), d
+
+
+def nested_division_fact(outer: z3.ExprRef, y: z3.ExprRef, c: z3.ExprRef, d: z3.ExprRef) -> z3.ExprRef:
+    """The theorem c > 0 and d > 0 imply (y div c) div d == y div (c * d), `outer` being its left side."""
+    return z3.Implies(z3.And(c > 0, d > 0), outer == z3.simplify(y / (c * d)))
+
+
 def nested_division_facts(formulas: list) -> list:
     """For each `(y div c) div d` or `(y div c) mod d` in the formulas: the nested-division theorem."""
     facts, done = [], set()
     for term in _divisions(formulas):
-        inner, d = term.arg(0), term.arg(1)
-        if not z3.is_app_of(inner, z3.Z3_OP_IDIV):
-            continue
-        y, c = inner.arg(0), inner.arg(1)
-        outer = inner / d
-        if outer.get_id() in done:
-            continue
-        done.add(outer.get_id())
-        facts.append(z3.Implies(z3.And(c > 0, d > 0), outer == z3.simplify(y / (c * d))))
+        found = nested_division(term)
+        if found is not None and found[0].get_id() not in done:
+            done.add(found[0].get_id())
+            facts.append(nested_division_fact(*found))
     return facts

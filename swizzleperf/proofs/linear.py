@@ -42,6 +42,7 @@ class Linearizer:
         self.mod = z3.Function("mod", sort, sort, sort)
         self.products: dict[int, tuple] = {}  # abstracted products by id: (term, x, y)
         self.divisions: dict[tuple[int, int], tuple] = {}  # (x, y) by ids: (x, y)
+        self.intervals: dict[int, tuple] = {}  # cases(), by id: (term, its values or None)
 
     def rewrite(self, term: z3.ExprRef) -> z3.ExprRef:
         stack, kids = [term], {}
@@ -52,7 +53,7 @@ class Linearizer:
                 stack.pop()
                 continue
             if key not in kids:  # each node's children once: z3's Python wrappers are the cost here
-                kids[key] = node.children()
+                kids[key] = self.children(node)
                 todo = [k for k in kids[key] if k.get_id() not in self.memo]
                 if todo:
                     stack.extend(todo)
@@ -71,8 +72,17 @@ class Linearizer:
             return self.division(kids[0], kids[1], z3.is_mod(node))
         return node.decl()(*kids) if kids else node
 
+    def children(self, node: z3.ExprRef) -> list:
+        return node.children()
+
     def cases(self, term: z3.ExprRef) -> list[int] | None:
-        """The values of a small-range operand (interval arithmetic), or None."""
+        """The values of a small-range operand (interval arithmetic), or None; each term's once (the
+        term held, so that its id stays its own)."""
+        if term.get_id() not in self.intervals:
+            self.intervals[term.get_id()] = (term, self._cases(term))
+        return self.intervals[term.get_id()][1]
+
+    def _cases(self, term: z3.ExprRef) -> list[int] | None:
         try:
             lo, hi = interval(term, self.known)
         except RecursionError:

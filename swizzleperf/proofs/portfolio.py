@@ -18,7 +18,8 @@ from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.branches import prove_by_cases
 from swizzleperf.proofs.certificates import Certificate, CertifiedProver, prefers_bit_vectors
 from swizzleperf.proofs.encoding import Domain
-from swizzleperf.proofs.solve import Outcome, Prover
+from swizzleperf.proofs.outcome import Outcome
+from swizzleperf.proofs.solve import Prover
 from swizzleperf.proofs.solver import Budget
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.values import ProofError
@@ -28,7 +29,7 @@ MIN_SHRUNK_PROGRAMS = 2 ** 16  # below this, a domain proof is no longer worth r
 
 
 def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-             max_programs: int, budget: Budget, certificates: list[Certificate]) -> Outcome:
+             max_programs: int, budget: Budget, certificates: list[Certificate], leanings: dict) -> Outcome:
     """One encoding's answer, in a fresh z3 context; the integer one shrinks the domain past each overflow.
     A hook is proven by cases at a top-level `if pid < bound` first (branches.py), except in bit vectors
     where it has inverse certificates: those settle the chunked orders at once (0.05 s, where the cases
@@ -39,9 +40,9 @@ def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, c
         outcome = None
         if not (certificates and kind == "bv"):  # its own context: the terms it makes would reorder the next proof's
             outcome = prove_by_cases(fn, (fn, hook, source, constexprs, Domain.make(kind, hook, limit, z3.Context()),
-                                          budget, {}))
+                                          budget, {}, leanings))
         domain = Domain.make(kind, hook, limit, ctx)
-        args = (fn, hook, source, constexprs, domain, budget, proven)
+        args = (fn, hook, source, constexprs, domain, budget, proven, leanings)
         if outcome is None:
             prover = CertifiedProver(*args, certificates=certificates) if certificates else Prover(*args)
             outcome = prover.prove()
@@ -78,10 +79,12 @@ def _encodings(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[str, i
 
 
 def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, constexprs: dict[str, int],
-                    max_programs: int, work: int, deadline: float, certificates: list[Certificate] = ()) -> Outcome:
+                    max_programs: int, work: int, deadline: float, certificates: list[Certificate] = (),
+                    leanings: dict | None = None) -> Outcome:
     """The encodings one after the other, each with `work` z3 resource units in a fresh z3
     context, until one decides (or the wall-clock backstop `deadline` passes); the outcome says
     what they spent. Injectivity is asked through `certificates` first (swizzleperf.proofs.certificates).
+    `leanings`: how the hook's queries were decided at the die counts before (Prover.stage), shared by them.
 
     One after the other, not raced in two threads: z3's resource counts are only reproducible in
     a process that runs one solver at a time (raced, the same query took 1.06-1.08 M units, and a
@@ -95,7 +98,8 @@ def prove_die_count(fn: ast.FunctionDef, hook: HookSignature, source: str, const
     spent = 0
     for kind in encodings:
         budget = Budget(work, deadline)
-        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, budget, certificates)
+        results[kind] = _guarded(kind, fn, hook, source, constexprs, max_programs, budget, certificates,
+                                 {} if leanings is None else leanings)
         spent += work - budget.work
         if results[kind].decisive:
             break

@@ -10,7 +10,7 @@ from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.certificates import Certificate, certificates_for
 from swizzleperf.proofs.compose import cuts
 from swizzleperf.proofs.portfolio import prove_die_count
-from swizzleperf.proofs.solve import Outcome
+from swizzleperf.proofs.outcome import Outcome
 from swizzleperf.proofs.solver import WORK_PER_S
 from swizzleperf.proofs.split import split
 from swizzleperf.proofs.verdict import ProofVerdict
@@ -136,11 +136,11 @@ def prove_each_die_count(fn: ast.FunctionDef, source: str, hook: HookSignature, 
     if certificates is None:
         certificates = certificates_for(fn, hook, todo)
     outcomes: dict[int, Outcome] = {}
-    pool = int(time_limit_s * WORK_PER_S)
+    pool, leanings = int(time_limit_s * WORK_PER_S), {}
     for index, die_count in enumerate(todo):
         share = max(pool, 0) // (len(todo) - index)
         outcomes[die_count] = prove_die_count(fn, hook, source, {hook.constexprs[0]: die_count}, max_programs, share,
-                                              deadline, certificates)
+                                              deadline, certificates, leanings)
         pool -= outcomes[die_count].work
         if outcomes[die_count].counterexample is not None:
             break

@@ -79,6 +79,17 @@ def _work(solver: z3.Solver) -> int:
     return int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
 
 
+def _translate(formulas: list, ctx: z3.Context) -> list:
+    """The formulas in `ctx`, copied in one call: one z3 translation walks their shared terms once."""
+    if not formulas:
+        return []
+    vector = z3.AstVector(ctx=formulas[0].ctx)
+    for f in formulas:
+        vector.push(f)
+    moved = vector.translate(ctx)
+    return [moved[i] for i in range(len(moved))]
+
+
 def solve(formulas: list, wanted: list, work: int, hints: list = (), backstop_s: float = 60.0,
           strategies=STRATEGIES) -> Answer:
     """Check the conjunction within `work` z3 resource units (a count, so the answer does not
@@ -86,8 +97,8 @@ def solve(formulas: list, wanted: list, work: int, hints: list = (), backstop_s:
     the values of the constants `wanted`, by name. `hints` are theorems (true of every model),
     given to some strategies only. Answer.work is what the query used."""
     ctx = z3.Context()
-    moved = [f.translate(ctx) for f in formulas]
-    extra = [f.translate(ctx) for f in hints]
+    moved = _translate([*formulas, *hints], ctx)
+    moved, extra = moved[:len(formulas)], moved[len(formulas):]
     deadline = time.monotonic() + backstop_s
     used, why = 0, "no work left"
     for share, with_hints, make in strategies:
