@@ -18,6 +18,7 @@ What the H100 showed (tests/fixtures/probes/probe-pending-h100.json, 2026-11-27)
 
     python benchmarks/probe_pending.py OUT.json          # runs ncu on itself
     python benchmarks/probe_pending.py --summary OUT.json
+    python benchmarks/probe_pending.py --granularity OUT.json   # one reader under L2 fetch limits 32/64/128 B
 """
 
 from __future__ import annotations
@@ -104,26 +105,90 @@ def run_cases(out: str) -> int:
     return 0
 
 
-def main(out: str) -> int:
+GRANULARITIES = (32, 64, 128)  # bytes asked of the driver's L2 fetch granularity limit, in --granularity
+
+
+def _fetch_limit(value: int | None = None) -> int:
+    """The current context's CU_LIMIT_MAX_L2_FETCH_GRANULARITY (5), after setting it to `value` if given (a hint:
+    the driver may round it), through the driver API (torch has no call for it)."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    if value is not None:
+        assert cuda.cuCtxSetLimit(5, ctypes.c_size_t(value)) == 0, "cuCtxSetLimit failed"
+    got = ctypes.c_size_t()
+    assert cuda.cuCtxGetLimit(ctypes.byref(got), 5) == 0, "cuCtxGetLimit failed"
+    return got.value
+
+
+def run_granularity(out: str) -> int:
+    """The child for --granularity: one SM reads one sector of each cold line, under each fetch limit in turn."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from swizzleperf.measured_layouts import sm_partition
+
+    a, _ = pair_sms(sm_partition("h100"))["same"]
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sink = torch.zeros(2 * 32, dtype=torch.int32, device="cuda")
+    default, effective = _fetch_limit(), []
+    for value in GRANULARITIES:
+        effective.append(_fetch_limit(value))
+        for _ in range(REPEATS):
+            buf = torch.ones(LINES * LINE_INTS, dtype=torch.int32, device="cuda")
+            sync = torch.zeros(4, dtype=torch.int32, device="cuda")
+            pair_kernel[(num_sms * 8,)](buf, sync, sink, a, -1, 0, LINES=LINES, BLOCK=32, SECTORS=1, num_warps=1)
+            torch.cuda.synchronize()
+    Path(out).write_text(json.dumps({"default_limit": default, "effective_limits": effective,
+                                     "device": torch.cuda.get_device_name(0), "sm": a}))
+    return 0
+
+
+def _profiled(child_flag: str, meta: Path) -> list:
+    """The launches of pair_kernel that ncu profiled in this script's child run with `child_flag`."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
     from swizzleperf.profilers.runner import find_tool
 
-    meta = Path(out).with_suffix(".sms.json")
-    done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base", "--cache-control", "all", "--metrics",
-                           ",".join(METRICS), "--kernel-name", "regex:pair_kernel", sys.executable, __file__,
-                           "--child", str(meta)], capture_output=True, text=True, timeout=600)
-    result = parse_ncu_csv(done.stdout + "\n" + done.stderr, "^pair_kernel$")
-    if len(result.launches) != REPEATS * len(CASES):
+    done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base", "--cache-control",
+                           "all", "--metrics", ",".join(METRICS), "--kernel-name", "regex:pair_kernel", sys.executable,
+                           __file__, child_flag, str(meta)], capture_output=True, text=True, timeout=600)
+    launches = parse_ncu_csv(done.stdout + "\n" + done.stderr, "^pair_kernel$").launches
+    if not launches:
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+    return launches
+
+
+def main(out: str) -> int:
+    meta = Path(out).with_suffix(".sms.json")
+    launches = _profiled("--child", meta)
+    if len(launches) != REPEATS * len(CASES):
         return 1
-    rows = []
-    for i, launch in enumerate(result.launches):
-        name = CASES[i % len(CASES)][0]
-        rows.append({"case": name, "repeat": i // len(CASES), **dict(launch.metrics)})
+    rows = [{"case": CASES[i % len(CASES)][0], "repeat": i // len(CASES), **dict(launch.metrics)}
+            for i, launch in enumerate(launches)]
     record = {**json.loads(meta.read_text()), "lines": LINES, "rows": rows}
     Path(out).write_text(json.dumps(record, indent=1))
     summarize(record)
+    return 0
+
+
+def main_granularity(out: str) -> int:
+    """One sector per cold line read by one SM under each L2 fetch granularity limit: misses and DRAM per request."""
+    meta = Path(out).with_suffix(".limits.json")
+    launches = _profiled("--granularity-child", meta)
+    if len(launches) != REPEATS * len(GRANULARITIES):
+        return 1
+    limits = json.loads(meta.read_text())
+    rows = [{"limit": GRANULARITIES[i // REPEATS], "repeat": i % REPEATS, **dict(launch.metrics)}
+            for i, launch in enumerate(launches)]
+    Path(out).write_text(json.dumps({**limits, "lines": LINES, "rows": rows}, indent=1))
+    print(f"{limits['device']}: default L2 fetch granularity limit {limits['default_limit']} B; set to "
+          f"{list(GRANULARITIES)} -> {limits['effective_limits']}")
+    for value in GRANULARITIES:
+        mine = [r for r in rows if r["limit"] == value]
+        per = {m: sum(r[m] for r in mine) / len(mine) / LINES for m in (TEX_MISS, "dram__bytes_read.sum")}
+        print(f"  limit {value:3d} B: {per[TEX_MISS]:.2f} sector misses and {per['dram__bytes_read.sum']:.0f} B of "
+              f"DRAM per one-sector request")
     return 0
 
 
@@ -145,6 +210,10 @@ def summarize(record: dict) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         sys.exit(run_cases(sys.argv[2]))
+    if sys.argv[1:2] == ["--granularity-child"]:
+        sys.exit(run_granularity(sys.argv[2]))
+    if sys.argv[1:2] == ["--granularity"]:
+        sys.exit(main_granularity(sys.argv[2]))
     if sys.argv[1:2] == ["--summary"]:
         summarize(json.loads(Path(sys.argv[2]).read_text()))
         sys.exit(0)

@@ -54,9 +54,9 @@ class HardwareSpec(BaseModel):
                                 "None: the whole line")
     l2_fetch_bytes: int | None = Field(
         None, gt=0, description="what the L2 fetches for a read miss: the aligned block of this size around each "
-                                "missing sector (NVIDIA's L2 fetch granularity, cudaLimitMaxL2FetchGranularity: a "
-                                "32 B miss fetched 64 B on an H100, benchmarks/probe_pending.py); None: the missing "
-                                "sectors alone")
+                                "missing sector (NVIDIA: the driver's L2 fetch granularity limit, "
+                                "cudaLimitMaxL2FetchGranularity, 64 B by default; measured on an H100 at 32, 64 and "
+                                "128 B, benchmarks/probe_pending.py); None: the missing sectors alone")
     l2_ways: int = Field(16, ge=1, le=64)
     l2_partitions: int = Field(
         1, ge=1, le=8, description="NVIDIA A100/H100: the L2 is split in partitions; an SM looks up its near one, "

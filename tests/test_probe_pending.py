@@ -48,3 +48,15 @@ def test_the_summary_reads_the_record(capsys):
     probe.summarize(json.loads(RECORD.read_text()))
     out = capsys.readouterr().out
     assert "same side, together, 1 sector/line" in out and len(out.splitlines()) == 2 + len(probe.CASES)
+
+
+def test_the_fetch_is_the_drivers_l2_fetch_granularity_limit():
+    """The same one-sector reads under CU_LIMIT_MAX_L2_FETCH_GRANULARITY set to 32, 64 (the default) and 128 B:
+    a miss fetches exactly the limit, so the presets' l2_fetch_bytes is that limit's default."""
+    record = json.loads((ROOT / "tests" / "fixtures" / "probes" / "probe-fetch-granularity-h100.json").read_text())
+    assert record["default_limit"] == 64 and record["effective_limits"] == [32, 64, 128]
+    for limit in (32, 64, 128):
+        rows = [r for r in record["rows"] if r["limit"] == limit]
+        misses = sum(r[probe.TEX_MISS] for r in rows) / len(rows) / record["lines"]
+        dram = sum(r["dram__bytes_read.sum"] for r in rows) / len(rows) / record["lines"]
+        assert misses == limit // 32 and dram == pytest.approx(limit, rel=0.05)
