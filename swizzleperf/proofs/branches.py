@@ -170,9 +170,12 @@ def prove_by_cases(fn: ast.FunctionDef, args: tuple) -> Outcome | None:
     re-evaluated on it), or None when no split proves it (the caller proves the hook whole).
     `args`: a Prover's (fn, hook, source, constexprs, domain, budget, proven, leanings)."""
     for branch in split_points(fn, args[1]):
-        outcomes = []
+        outcomes, products = [], None
         for side in (True, False):
-            outcomes.append(SideProver(*args, branch=branch, side=side).prove())
+            prover = SideProver(*args, branch=branch, side=side)
+            prover.products = products  # one domain: the abstraction's terms and axioms, built once for both sides
+            outcomes.append(prover.prove())
+            products = prover.products
             if not outcomes[-1].proven:
                 break
         last = outcomes[-1]
