@@ -34,6 +34,7 @@ chosen by translating it), so a hook Triton would reject never gets here.
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import z3
 
@@ -108,6 +109,18 @@ class SideProver(Prover):
             raise NotApplicable(f"`{ast.unparse(self.branch.test)}` does not bound the program id")
         self.conditions[pid.get_id()] = executor.split
         return [self.on_side(executor.split)]
+
+    def stage(self, copy, index: int, bad, what: str):
+        """A stage before the split, asked without this side's condition (the last of copy.bounds): the same query
+        for both sides, so the second finds it proven (`proven` is theirs). Its "unsat" proves more; a model is a
+        program of the grid, re-evaluated on the whole hook as always."""
+        if index < hook_body(self.fn).index(self.branch):
+            copy = dataclasses.replace(copy, bounds=copy.bounds[:-1])
+        return super().stage(copy, index, bad, what)
+
+    def stage_key(self, index: int) -> tuple:
+        key = super().stage_key(index)
+        return key if index >= hook_body(self.fn).index(self.branch) else (key[0], None, *key[2:])
 
     def on_side(self, condition):
         return condition if self.side else z3.Not(condition)
