@@ -349,3 +349,14 @@ def test_the_prover_runs_in_a_child_and_its_verdict_survives_json():
     hard = prove_bijective(FAMILIES["swizzled_head_first"](H3, group=4), H3, time_limit_s=0.5,
                            max_programs=2 ** 24 - 1)
     assert hard.status == "unknown" and hard.unknown_kind == "timeout", hard.message
+
+
+def test_a_stage_asked_in_one_short_run_is_not_asked_that_run_again():
+    """Prover.stage's exact query after an undecided short run skips STRATEGIES' first run: the same solver with
+    the same hints and no more work than the short run had, so it would be undecided again."""
+    from swizzleperf.proofs.solve import EXACT_FIRST_WEIGHT
+    from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, STRATEGIES
+
+    assert EXACT_FIRST_WEIGHT == STRATEGIES[0][0]
+    assert ABSTRACTION_STRATEGIES[0][1:] == STRATEGIES[0][1:]
+    assert AFTER_SHORT_RUN == STRATEGIES[1:]

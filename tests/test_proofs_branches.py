@@ -136,3 +136,49 @@ def test_leanings_carried_over_die_counts_prove_the_order_and_refute_its_near_mi
     source = HEAD_FIRST_NEAR_MISSES["tail local shifted"]
     verdict = prove_bijective(source, H3, die_counts=(2, 4, 8), time_limit_s=2.0, in_child=False)
     assert verdict.status == "counterexample", verdict.message
+
+
+def test_the_sides_of_a_proof_by_cases_share_one_abstraction_cache(monkeypatch):
+    """prove_by_cases hands the first side's ProductAbstraction to the second (one domain, one z3 context): its
+    terms and axioms are built once, and each query still gets what a fresh cache gives it alone."""
+    from swizzleperf.proofs import branches, products
+
+    prove, abstract, caches, fresh = branches.SideProver.prove, products.ProductAbstraction.abstract, [], []
+
+    def record(self):
+        out = prove(self)
+        caches.append((self.side, self.products))
+        return out
+
+    def compare(self, formulas, known):
+        out = abstract(self, formulas, known)
+        alone = abstract(products.ProductAbstraction(formulas[0].ctx), formulas, known)
+        fresh.append([f.get_id() for f in out] == [f.get_id() for f in alone])
+        return out
+
+    monkeypatch.setattr(branches.SideProver, "prove", record)
+    monkeypatch.setattr(products.ProductAbstraction, "abstract", compare)
+    verdict = prove_bijective(HEAD_FIRST, H3, die_counts=(4,), time_limit_s=2.0, in_child=False)
+    assert verdict.status == "proven", verdict.message
+    assert [side for side, _ in caches] == [True, False] and caches[0][1] is caches[1][1] is not None
+    assert len(fresh) >= 5 and all(fresh), fresh
+
+
+def test_a_stage_before_the_split_is_asked_once_for_both_sides(monkeypatch):
+    """SideProver.stage asks a stage before the `if` (the order's `rounds_end`, statement 0) without the side's
+    condition: one query for both sides (the second finds it proven); each side's own stages keep it."""
+    from swizzleperf.proofs import solve
+
+    stage, asked = solve.Prover.stage, []
+
+    def record(self, copy, index, bad, what):
+        asked.append((getattr(self, "side", None), index, len(copy.bounds)))
+        return stage(self, copy, index, bad, what)
+
+    monkeypatch.setattr(solve.Prover, "stage", record)
+    verdict = prove_bijective(HEAD_FIRST, H3, die_counts=(4,), time_limit_s=2.0, in_child=False)
+    assert verdict.status == "proven", verdict.message
+    before = {bounds for side, index, bounds in asked if index == 0 and side is not None}
+    after = {bounds for side, index, bounds in asked if index > 0 and side is not None}
+    assert {side for side, index, _ in asked if index == 0} >= {True, False}
+    assert len(before) == 1 and after == {before.pop() + 1}, asked

@@ -107,3 +107,17 @@ def test_the_cached_division_facts_are_the_fresh_ones():
     for formulas in queries + queries:
         fresh = nested_division_facts(formulas)
         assert fresh and ids(cache.division_facts(formulas)) == ids(fresh)
+
+
+def test_a_computed_factor_is_guessed_at_the_positive_sizes_only():
+    """A factor interval arithmetic does not bound (`tall`) is tried at 1..N (N: the largest numeral); 0 is the
+    zero theorem's, and every guess is a theorem, so a real model satisfies them all."""
+    ctx = z3.Context()
+    t, q, y = (z3.Int(n, ctx) for n in ("t", "q", "y"))
+    tall = t - (q - 1) * 8
+    out = products.ProductAbstraction(ctx).abstract([tall * y > 3], {})
+    guessed = [f for f in out if z3.is_implies(f) and z3.is_eq(f.arg(0)) and f.arg(0).arg(0).eq(tall)]
+    assert sorted(f.arg(0).arg(1).as_long() for f in guessed) == list(range(1, 9))
+    solver = z3.Solver(ctx=ctx)
+    solver.add(*[f for f in out[1:]], t == 13, q == 2, y == 5)
+    assert solver.check() == z3.sat

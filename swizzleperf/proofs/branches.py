@@ -34,6 +34,7 @@ chosen by translating it), so a hook Triton would reject never gets here.
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import z3
 
@@ -109,6 +110,18 @@ class SideProver(Prover):
         self.conditions[pid.get_id()] = executor.split
         return [self.on_side(executor.split)]
 
+    def stage(self, copy, index: int, bad, what: str):
+        """A stage before the split, asked without this side's condition (the last of copy.bounds): the same query
+        for both sides, so the second finds it proven (`proven` is theirs). Its "unsat" proves more; a model is a
+        program of the grid, re-evaluated on the whole hook as always."""
+        if index < hook_body(self.fn).index(self.branch):
+            copy = dataclasses.replace(copy, bounds=copy.bounds[:-1])
+        return super().stage(copy, index, bad, what)
+
+    def stage_key(self, index: int) -> tuple:
+        key = super().stage_key(index)
+        return key if index >= hook_body(self.fn).index(self.branch) else (key[0], None, *key[2:])
+
     def on_side(self, condition):
         return condition if self.side else z3.Not(condition)
 
@@ -170,9 +183,12 @@ def prove_by_cases(fn: ast.FunctionDef, args: tuple) -> Outcome | None:
     re-evaluated on it), or None when no split proves it (the caller proves the hook whole).
     `args`: a Prover's (fn, hook, source, constexprs, domain, budget, proven, leanings)."""
     for branch in split_points(fn, args[1]):
-        outcomes = []
+        outcomes, products = [], None
         for side in (True, False):
-            outcomes.append(SideProver(*args, branch=branch, side=side).prove())
+            prover = SideProver(*args, branch=branch, side=side)
+            prover.products = products  # one domain: the abstraction's terms and axioms, built once for both sides
+            outcomes.append(prover.prove())
+            products = prover.products
             if not outcomes[-1].proven:
                 break
         last = outcomes[-1]

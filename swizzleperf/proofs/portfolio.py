@@ -34,16 +34,16 @@ def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, c
     A hook is proven by cases at a top-level `if pid < bound` first (branches.py), except in bit vectors
     where it has inverse certificates: those settle the chunked orders at once (0.05 s, where the cases
     take 1.5x as long); what the cases do not settle goes to the whole hook's proof."""
-    ctx, proven = z3.Context(), {}
+    ctx, proven = None, {}  # made when first needed: a proof by cases needs none
     limit, overflow = max_programs, None
     while True:
         outcome = None
         if not (certificates and kind == "bv"):  # its own context: the terms it makes would reorder the next proof's
             outcome = prove_by_cases(fn, (fn, hook, source, constexprs, Domain.make(kind, hook, limit, z3.Context()),
                                           budget, {}, leanings))
-        domain = Domain.make(kind, hook, limit, ctx)
-        args = (fn, hook, source, constexprs, domain, budget, proven, leanings)
         if outcome is None:
+            ctx = z3.Context() if ctx is None else ctx
+            args = (fn, hook, source, constexprs, Domain.make(kind, hook, limit, ctx), budget, proven, leanings)
             prover = CertifiedProver(*args, certificates=certificates) if certificates else Prover(*args)
             outcome = prover.prove()
         if outcome.unknown_kind != "overflow" or outcome.overflow_total is None:

@@ -12,7 +12,9 @@ products of one size share a factor), and these theorems of integer multiplicati
   y != 0;
 - gaps: for two products with a common factor f >= 0, mul(f, s) >= mul(f, t) + f when s > t;
 - small factors (a die index, `pid % 8`): x == v implies mul(x, y) == v * y, for each value v
-  that interval arithmetic allows;
+  that interval arithmetic allows, or, for a computed factor it does not bound (`tall`), each v in
+  [1, the formulas' largest numeral]: the sizes a remap means (0 is the zero theorem's; with the
+  negative guesses too, twice the axioms, the mi300x swizzled block-first orders took up to 1.5x the work);
 - nested divisions: (y div c) div d == y div (c * d) for positive c, d (facts.py).
 
 Each is true of every integer model with `mul` read as multiplication, so, as in linear.py,
@@ -91,7 +93,7 @@ class Used:
     them, and the small factors to case on (the values of each)."""
 
     def __init__(self, rewriter: ProductLinearizer, small: int):
-        self.rewriter, self.guesses = rewriter, list(range(-small, small + 1))
+        self.rewriter, self.guesses = rewriter, list(range(1, small + 1))  # a computed size's (module docstring)
         self.products: dict[int, tuple] = {}  # by id: (product, x, y), as Linearizer.products
         self.divisions: dict[tuple[int, int], tuple] = {}
         self.small: list[tuple[z3.ExprRef, z3.ExprRef, z3.ExprRef, list[int]]] = []  # (x, y, mul, x's values)

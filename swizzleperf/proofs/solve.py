@@ -35,13 +35,12 @@ import z3
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import concrete
 from swizzleperf.proofs.cuts import (Copy, Cut, determines, generalize_products, lemma_candidates, live_after,
-                                     make_cut, mirror)
-from swizzleperf.proofs.cuts import statement_index
+                                     make_cut, mirror, statement_index)
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.linear import linearize
 from swizzleperf.proofs.outcome import Outcome, Timeout
 from swizzleperf.proofs.products import ProductAbstraction
-from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES, STRATEGIES, WORK_PER_S, Budget, solve
+from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, STRATEGIES, WORK_PER_S, Budget, solve
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.verdict import Counterexample
 
@@ -50,7 +49,7 @@ FIRST_SLICE = WORK_PER_S // 4  # a query's work in the first round (z3 resource 
 MIN_WORK = 1000  # less than this left is no budget at all
 ABSTRACTION_WEIGHT = 0.1  # of a round's slice: the abstraction decides fast (~30 K units) or not at all
 PRODUCTS_WEIGHT = 0.5  # of a round's slice: the abstraction with product theorems takes 0.1-2 M units
-EXACT_FIRST_WEIGHT = 0.15  # of the first round's slice: a stage of query (1) asked exactly, one solver run
+EXACT_FIRST_WEIGHT = STRATEGIES[0][0]  # 0.15 of the first round's slice: a stage of query (1) asked exactly, one run
 UNDECIDED = object()  # a query z3 could not decide in this round's slice
 
 
@@ -302,8 +301,8 @@ class Prover:
         exactly in one solver run with a small share of the slice first (of the bench's stages z3 decides
         exactly, 99 % take < 0.2 M units), then by the abstraction with product theorems (which decides the
         cluster-round sides' stages, but spends its whole share, 0.6 M, on the 16-die XCD-contiguous tail's);
-        then exactly with the whole slice. A stage the short run left to the abstraction at one die count
-        goes to the abstraction first at the next ones (`leanings`: the head-first sides' whole rounds)."""
+        then exactly with the whole slice, less the short run (solver.AFTER_SHORT_RUN). A stage the short run
+        left to the abstraction at one die count goes to it first at the next (`leanings`: the head-first sides)."""
         model, key = UNDECIDED, self.stage_key(index)
         first = self.domain.kind == "int" and self.slice == FIRST_SLICE and self.leanings.get(key) != "abstract"
         if first:
@@ -312,7 +311,8 @@ class Prover:
             model = self.abstractly([*self.domain.constraints, *copy.bounds, bad], what)
             if first and model is None:
                 self.leanings[key] = "abstract"
-        return self.check([*copy.bounds, bad], what) if model is UNDECIDED else model
+        return model if model is not UNDECIDED else self.check([*copy.bounds, bad], what,
+                                                               strategies=AFTER_SHORT_RUN if first else None)
 
     def stage_key(self, index: int) -> tuple:
         """A stage of query (1), the same at every die count: the prover's kind and the statement."""

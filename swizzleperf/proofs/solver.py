@@ -53,10 +53,14 @@ def _then(ctx: z3.Context, *names: str) -> z3.Solver:
     return z3.Then(*[z3.Tactic(n, ctx) for n in names], ctx=ctx).solver()
 
 
+def _seed_zero(ctx: z3.Context) -> z3.Solver:
+    return _plain(ctx, 0)
+
+
 # (share of the time left, with the hints?, solver): short restarts first, since one query's time
 # varies tenfold with the seed and with the hints; then the longer strategies.
 STRATEGIES = (
-    (0.15, True, lambda ctx: _plain(ctx, 0)),
+    (0.15, True, _seed_zero),
     (0.2, False, lambda ctx: _plain(ctx, 0)),
     (0.25, True, lambda ctx: _then(ctx, "simplify", "propagate-values", "solve-eqs", "smt")),
     (0.3, False, lambda ctx: _plain(ctx, 1)),
@@ -65,7 +69,12 @@ STRATEGIES = (
 )
 
 # The linear abstractions (linear.py, products.py) are decided by the plain solver, steadily: one run.
-ABSTRACTION_STRATEGIES = ((1.0, True, lambda ctx: _plain(ctx, 0)),)
+ABSTRACTION_STRATEGIES = ((1.0, True, _seed_zero),)
+
+# STRATEGIES after its first run, for a query already asked in one run of ABSTRACTION_STRATEGIES with at least
+# that run's work that came back undecided: that run again (the same solver, seed and hints on the same formulas,
+# in a fresh context) would be undecided again, and only spend its share.
+AFTER_SHORT_RUN = STRATEGIES[1:]
 
 
 def _value(model: z3.ModelRef, term: z3.ExprRef) -> int:
