@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from swizzleperf.sim.cache import HASH, first_touch, home_partition, lookup, mix64, set_of
+from swizzleperf.sim.cache import HASH, PACKED_MAX_WAYS, first_touch, home_partition, lookup, mix64, set_of
 
 # what the pass counts, in sectors (lines where a line is one sector); read lookups and hits are the
 # SM side's (near partition); DRAM_FETCHES are the sectors no partition could serve (those fetched beside
@@ -34,34 +34,49 @@ def _popcount(mask):
     return _SECTOR_COUNT[mask]
 
 
+def _blocks_table() -> np.ndarray:
+    """_FETCH_BLOCKS[k, mask]: every sector of each aligned block of 2**k sectors that holds a sector of `mask`."""
+    table = np.zeros((4, 256), dtype=np.int64)
+    for k in range(4):
+        size = 1 << k
+        for mask in range(256):
+            for first in range(0, 8, size):
+                if mask >> first & ((1 << size) - 1):
+                    table[k, mask] |= ((1 << size) - 1) << first
+    return table
+
+
+# A read miss fetches the aligned block of the L2's fetch granularity around each missing sector (NVIDIA: the
+# 64-byte half of a line around a missing 32-byte sector); a table, since it is asked on every miss.
+_FETCH_BLOCKS = _blocks_table()
+_LOG2 = np.array([0, 0, 1, 1, 2, 2, 2, 2, 3], dtype=np.int64)  # fetch sectors (1, 2, 4, 8) -> row
+_MRU_NIBBLE = np.int64(15)  # the packed recency word's nibble 0: the way just looked up
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
-def _l2_access(line, s, mask, near, l2, l2_geometry, partitions):
+def _l2_access(line, s, mask, near, l2, l2_geometry, partitions, promote):
     """Sectors `mask` of `line` (in set `s`) from an SM near partition `near`: (valid near before, valid nowhere
-    before). Sectors missing near come from the line's home partition if that is another one (which keeps
-    or gets them too); the near partition keeps a copy either way. One partition: near is home."""
+    before, sectors fetched beside). Sectors missing near come from the line's home partition if that is another
+    one (which keeps or gets them too); the near partition keeps a copy either way. One partition: near is home.
+    With `promote` (reads), a miss also fetches the rest of the L2's fetch block around each missing sector
+    (l2_geometry[4] sectors) where the near partition lacks it: added to the line just looked up (most recently
+    used, so no search), and asked of the home partition with the missing ones."""
     tags, recency = l2
-    _, num_sets, _, ways, _ = l2_geometry
-    in_near = lookup(tags, recency, near * num_sets + s, line, mask, ways) & mask
+    _, num_sets, _, ways, fetch_sectors = l2_geometry
+    near_set = near * num_sets + s
+    in_near = lookup(tags, recency, near_set, line, mask, ways) & mask
     missed = mask & ~in_near
-    if missed and partitions > 1:
+    beside = _FETCH_BLOCKS[_LOG2[fetch_sectors], missed] & ~mask if promote and missed else 0
+    if beside:
+        mru = recency[near_set] & _MRU_NIBBLE if ways <= PACKED_MAX_WAYS else 0
+        beside &= ~tags[near_set, mru]
+        tags[near_set, mru] |= beside
+    fetched = missed | beside
+    if fetched and partitions > 1:
         home = home_partition(line, partitions)
         if home != near:
-            missed &= ~lookup(tags, recency, home * num_sets + s, line, missed, ways)
-    return in_near, missed
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _fetch_blocks(missed, fetch_sectors):
-    """Every sector of each aligned block of `fetch_sectors` sectors that holds a missing one (the L2's fetch
-    granularity: NVIDIA fetches the 64-byte half of a line around a missing 32-byte sector)."""
-    if fetch_sectors <= 1 or missed == 0:
-        return missed
-    block = (1 << fetch_sectors) - 1
-    out = 0
-    for first in range(0, 8, fetch_sectors):
-        if missed & (block << first):
-            out |= block << first
-    return out
+            fetched &= ~lookup(tags, recency, home * num_sets + s, line, fetched, ways)
+    return in_near, fetched, beside
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -84,15 +99,11 @@ def _read(line, line_id, mask, cu, near, l2, l2_geometry, partitions, l1, l1_geo
     if sample.shape[0] and not sample[s]:
         return
     counts[SAMPLED_LOOKUPS] += _popcount(mask)
-    in_l2, from_dram = _l2_access(line, s, mask, near, l2, l2_geometry, partitions)
+    in_l2, from_dram, beside = _l2_access(line, s, mask, near, l2, l2_geometry, partitions, True)
     counts[READ_HITS] += _popcount(in_l2)
     counts[DRAM_FETCHES] += _popcount(from_dram)
+    counts[PROMOTED_MISSES] += _popcount(beside)  # fetched beside the missing sectors: misses of this read
     missed = mask & ~in_l2
-    beside = _fetch_blocks(missed, l2_geometry[4]) & ~mask
-    if beside:  # fetched with the missing sectors: a miss of this read where it was not there yet
-        present, from_dram = _l2_access(line, s, beside, near, l2, l2_geometry, partitions)
-        counts[PROMOTED_MISSES] += _popcount(beside & ~present)
-        counts[DRAM_FETCHES] += _popcount(from_dram)
     sector = 0
     while missed:
         if missed & 1:
@@ -118,7 +129,7 @@ def _issue_event(event, cu, chunk, l2, l2_geometry, partition_of_cu, partitions,
                 counts[WRITE_LOOKUPS] += _popcount(mask)
                 s = set_of(line, l2_geometry[0], l2_geometry[1], l2_geometry[2])
                 if sample.shape[0] == 0 or sample[s]:
-                    _l2_access(line, s, mask, near, l2, l2_geometry, partitions)
+                    _l2_access(line, s, mask, near, l2, l2_geometry, partitions, False)
             else:
                 _read(line, ids[r] + j, mask, cu, near, l2, l2_geometry, partitions, l1, l1_geometry, spl,
                       seen_bits, sample, counts)
