@@ -253,6 +253,8 @@ CONFIGS = {
                                                      l1_sets=1, l1_ways=2, sector_bytes=32, partitions=2,
                                                      cu_partition=[0, 1, 1], fetch_bytes=64),
     "rr2-res3-sectors-fetch64": make_spec(2, sets=3, ways=2, resident=3, sector_bytes=32, fetch_bytes=64),
+    "inorder-res4-17way-2parts-fetch64": make_spec(1, sets=1, ways=17, policy="in_order", resident=4, cus=2,
+                                                   sector_bytes=32, partitions=2, fetch_bytes=64),
 }
 
 
