@@ -157,6 +157,16 @@ def lookup(tags, recency, s, line, mask, ways):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def add_to_last(tags, recency, s, mask, ways):
+    """Make sectors `mask` valid in the line `lookup` just touched in set `s` (its most recently used way: no
+    search); returns those of them that were not valid before."""
+    way = recency[s] & _NIBBLE if ways <= PACKED_MAX_WAYS else 0
+    added = mask & ~tags[s, way] & _VALID_MASK
+    tags[s, way] |= added
+    return added
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def first_touch(seen_bits, line_id):
     """Mark `line_id` seen; True if it was not seen before."""
     word, bit = line_id >> 6, np.uint64(1) << np.uint64(line_id & 63)

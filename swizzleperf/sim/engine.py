@@ -120,7 +120,7 @@ class SimResult:
                              f"{simulated_domains(hw)}: pass the spec it was simulated with")
         per_domain = [
             DomainStats(domain=d, programs=int(self.programs[d]), accesses=int(c[READ_LOOKUPS]),
-                        hits=int(c[READ_HITS] - c[PROMOTED_MISSES]), unique_lines=int(c[FIRST_FETCHES]))
+                        hits=int(self.hits[d]), unique_lines=int(c[FIRST_FETCHES]))
             for d, c in enumerate(self.counts)
         ]
         l1 = self.total(L1_LOOKUPS)

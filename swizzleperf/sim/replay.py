@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from swizzleperf.sim.cache import HASH, PACKED_MAX_WAYS, first_touch, home_partition, lookup, mix64, set_of
+from swizzleperf.sim.cache import HASH, add_to_last, first_touch, home_partition, lookup, mix64, set_of
 
 # what the pass counts, in sectors (lines where a line is one sector); read lookups and hits are the
 # SM side's (near partition); DRAM_FETCHES are the sectors no partition could serve (those fetched beside
@@ -35,22 +35,20 @@ def _popcount(mask):
 
 
 def _blocks_table() -> np.ndarray:
-    """_FETCH_BLOCKS[k, mask]: every sector of each aligned block of 2**k sectors that holds a sector of `mask`."""
-    table = np.zeros((4, 256), dtype=np.int64)
-    for k in range(4):
-        size = 1 << k
+    """_FETCH_BLOCKS[size, mask] for size 1, 2, 4, 8: every sector of each aligned block of `size` sectors that
+    holds a sector of `mask`."""
+    table = np.zeros((9, 256), dtype=np.int64)
+    for size in (1, 2, 4, 8):
         for mask in range(256):
             for first in range(0, 8, size):
                 if mask >> first & ((1 << size) - 1):
-                    table[k, mask] |= ((1 << size) - 1) << first
+                    table[size, mask] |= ((1 << size) - 1) << first
     return table
 
 
 # A read miss fetches the aligned block of the L2's fetch granularity around each missing sector (NVIDIA: the
 # 64-byte half of a line around a missing 32-byte sector); a table, since it is asked on every miss.
 _FETCH_BLOCKS = _blocks_table()
-_LOG2 = np.array([0, 0, 1, 1, 2, 2, 2, 2, 3], dtype=np.int64)  # fetch sectors (1, 2, 4, 8) -> row
-_MRU_NIBBLE = np.int64(15)  # the packed recency word's nibble 0: the way just looked up
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -66,11 +64,9 @@ def _l2_access(line, s, mask, near, l2, l2_geometry, partitions, promote):
     near_set = near * num_sets + s
     in_near = lookup(tags, recency, near_set, line, mask, ways) & mask
     missed = mask & ~in_near
-    beside = _FETCH_BLOCKS[_LOG2[fetch_sectors], missed] & ~mask if promote and missed else 0
+    beside = _FETCH_BLOCKS[fetch_sectors, missed] & ~mask if promote and missed else 0
     if beside:
-        mru = recency[near_set] & _MRU_NIBBLE if ways <= PACKED_MAX_WAYS else 0
-        beside &= ~tags[near_set, mru]
-        tags[near_set, mru] |= beside
+        beside = add_to_last(tags, recency, near_set, beside, ways)
     fetched = missed | beside
     if fetched and partitions > 1:
         home = home_partition(line, partitions)
