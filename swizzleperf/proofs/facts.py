@@ -41,12 +41,14 @@ def nested_division_fact(outer: z3.ExprRef, y: z3.ExprRef, c: z3.ExprRef, d: z3.
     return z3.Implies(z3.And(c > 0, d > 0), outer == z3.simplify(y / (c * d)))
 
 
-def nested_division_facts(formulas: list) -> list:
-    """For each `(y div c) div d` or `(y div c) mod d` in the formulas: the nested-division theorem."""
+def nested_division_facts(formulas: list, divisions=None, nested=nested_division, fact=nested_division_fact) -> list:
+    """For each `(y div c) div d` or `(y div c) mod d` in the formulas: the nested-division theorem, once per
+    left side. `divisions` (the formulas' division terms in _divisions's order), `nested` and `fact` let a
+    caller that keeps the terms and theorems of many queries (products.ProductAbstraction) reuse them."""
     facts, done = [], set()
-    for term in _divisions(formulas):
-        found = nested_division(term)
+    for term in _divisions(formulas) if divisions is None else divisions:
+        found = nested(term)
         if found is not None and found[0].get_id() not in done:
             done.add(found[0].get_id())
-            facts.append(nested_division_fact(*found))
+            facts.append(fact(*found))
     return facts

@@ -31,7 +31,7 @@ import itertools
 
 import z3
 
-from swizzleperf.proofs.facts import nested_division, nested_division_fact
+from swizzleperf.proofs.facts import nested_division, nested_division_fact, nested_division_facts
 from swizzleperf.proofs.linear import MAX_CASES, Linearizer
 from swizzleperf.proofs.terms import Terms
 
@@ -157,21 +157,21 @@ class ProductAbstraction:
         return max(self.tops[k] for k in roots)
 
     def division_facts(self, formulas: list) -> list:
-        """facts.nested_division_facts(formulas), the same list, each theorem built once."""
-        facts, done = [], set()
-        for key in self.terms.depth_first(self.terms.add(formulas)):
-            if key not in self.terms.divisions:
-                continue
-            if key not in self.nested:
-                self.nested[key] = nested_division(self.terms.nodes[key])
-            found = self.nested[key]
-            if found is None or found[0].get_id() in done:
-                continue
-            done.add(found[0].get_id())
-            if found[0].get_id() not in self.facts:
-                self.facts[found[0].get_id()] = nested_division_fact(*found)
-            facts.append(self.facts[found[0].get_id()])
-        return facts
+        """facts.nested_division_facts(formulas), the same list, each term read and each theorem built once."""
+        divisions = [self.terms.nodes[k] for k in self.terms.depth_first(self.terms.add(formulas))
+                     if k in self.terms.divisions]
+        return nested_division_facts(formulas, divisions, self.nested_of, self.fact_of)
+
+    def nested_of(self, term: z3.ExprRef) -> tuple | None:
+        key = term.get_id()
+        if key not in self.nested:
+            self.nested[key] = nested_division(term)
+        return self.nested[key]
+
+    def fact_of(self, outer, y, c, d) -> z3.ExprRef:
+        if outer.get_id() not in self.facts:
+            self.facts[outer.get_id()] = nested_division_fact(outer, y, c, d)
+        return self.facts[outer.get_id()]
 
     def once(self, key: tuple, build) -> list:
         if key not in self.built:
