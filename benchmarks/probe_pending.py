@@ -82,6 +82,19 @@ def pair_sms(sides: list[int]) -> dict[str, tuple[int, int]]:
     return {"same": (zero[0], other), "opposite": (zero[0], sides.index(1))}
 
 
+def _read_fresh_buffer(a: int, b: int, mode: int, sectors: int) -> None:
+    """One launch: the first program on SM `a` (and on SM `b`, unless mode 0) reads a fresh buffer (CASES)."""
+    import torch
+
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    buf = torch.ones(LINES * LINE_INTS, dtype=torch.int32, device="cuda")
+    sync = torch.zeros(4, dtype=torch.int32, device="cuda")
+    sink = torch.zeros(2 * 32, dtype=torch.int32, device="cuda")
+    pair_kernel[(num_sms * 8,)](buf, sync, sink, a, b, mode, LINES=LINES, BLOCK=32, SECTORS=sectors, num_warps=1)
+    torch.cuda.synchronize()
+    assert sync[0].item() >= 1 and (mode == 0 or sync[1].item() >= 1), "a chosen SM ran no program"
+
+
 def run_cases(out: str) -> int:
     """The child ncu profiles: every case REPEATS times, one launch each, in CASES order."""
     import torch
@@ -90,17 +103,9 @@ def run_cases(out: str) -> int:
     from swizzleperf.measured_layouts import sm_partition
 
     sms = pair_sms(sm_partition("h100"))
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    sink = torch.zeros(2 * 32, dtype=torch.int32, device="cuda")
     for _ in range(REPEATS):
         for _, pair, mode, sectors in CASES:
-            buf = torch.ones(LINES * LINE_INTS, dtype=torch.int32, device="cuda")
-            sync = torch.zeros(4, dtype=torch.int32, device="cuda")
-            a, b = sms[pair]
-            pair_kernel[(num_sms * 8,)](buf, sync, sink, a, b, mode, LINES=LINES, BLOCK=32, SECTORS=sectors,
-                                        num_warps=1)
-            torch.cuda.synchronize()
-            assert sync[0].item() >= 1 and (mode == 0 or sync[1].item() >= 1), "a chosen SM ran no program"
+            _read_fresh_buffer(*sms[pair], mode, sectors)
     Path(out).write_text(json.dumps({"sms": sms, "device": torch.cuda.get_device_name(0)}))
     return 0
 
@@ -129,16 +134,11 @@ def run_granularity(out: str) -> int:
     from swizzleperf.measured_layouts import sm_partition
 
     a, _ = pair_sms(sm_partition("h100"))["same"]
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    sink = torch.zeros(2 * 32, dtype=torch.int32, device="cuda")
     default, effective = _fetch_limit(), []
     for value in GRANULARITIES:
         effective.append(_fetch_limit(value))
         for _ in range(REPEATS):
-            buf = torch.ones(LINES * LINE_INTS, dtype=torch.int32, device="cuda")
-            sync = torch.zeros(4, dtype=torch.int32, device="cuda")
-            pair_kernel[(num_sms * 8,)](buf, sync, sink, a, -1, 0, LINES=LINES, BLOCK=32, SECTORS=1, num_warps=1)
-            torch.cuda.synchronize()
+            _read_fresh_buffer(a, -1, 0, 1)
     Path(out).write_text(json.dumps({"default_limit": default, "effective_limits": effective,
                                      "device": torch.cuda.get_device_name(0), "sm": a}))
     return 0
