@@ -134,6 +134,7 @@ def run_granularity(out: str) -> int:
     from swizzleperf.measured_layouts import sm_partition
 
     a, _ = pair_sms(sm_partition("h100"))["same"]
+    torch.zeros(1, device="cuda")  # the context the limit belongs to: torch makes it current on first use
     default, effective = _fetch_limit(), []
     for value in GRANULARITIES:
         effective.append(_fetch_limit(value))
