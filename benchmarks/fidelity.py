@@ -67,7 +67,8 @@ def cmd_measure(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from swizzleperf.fidelity.compare import averaged, compare_kernel, reproducibility, same_remaps
+    from swizzleperf.fidelity.compare import compare_kernel
+    from swizzleperf.fidelity.recordings import averaged, reproducibility, same_remaps
     from swizzleperf.fidelity.records import Measurement
     from swizzleperf.hardware import resolve
     from swizzleperf.kernel import load_kernel
@@ -85,15 +86,17 @@ def cmd_compare(args) -> int:
         if record.error or (args.kernels and record.kernel not in args.kernels):
             continue
         recordings = [record] + [k for m in repeats for k in m.kernels if not k.error and same_remaps(record, k)]
-        result = compare_kernel(load_kernel(_kernel_path(record.kernel)), averaged(recordings), hw)
-        _print_kernel(result, reproducibility(recordings) if len(recordings) > 1 else None)
+        noise = reproducibility(recordings) if len(recordings) > 1 else None
+        result = compare_kernel(load_kernel(_kernel_path(record.kernel)), averaged(recordings), hw, noise=noise)
+        _print_kernel(result)
         results.append(result)
     if results:
         _print_pooled(results)
     return 0
 
 
-def _print_kernel(result, noise) -> None:
+def _print_kernel(result) -> None:
+    noise = result.noise
     print(f"\n{result.kernel} ({result.size}): {result.hardware.programs_per_cu} programs/SM, "
           f"L1 {result.hardware.l1_bytes_per_cu // 1024} KB")
     if noise is not None:
@@ -108,9 +111,10 @@ def _print_kernel(result, noise) -> None:
               f"{r.predicted_read_pct:9.2f} {r.ceiling_pct:8.2f} "
               f"{r.measured_dram_bytes / 1e6:12.2f} {r.predicted_dram_bytes / 1e6:12.2f}")
     _print_split(result)
-    rho = result.rank_correlation
+    rho, firm = result.rank_correlation, result.rank_correlation_beyond_noise
     agree, pairs = result.ordered_pairs()
-    print(f"  MAE {result.read_mae:.2f} points; rank corr {'n/a' if rho is None else f'{rho:.2f}'} "
+    ties = "" if result.noise is None else f", {'n/a' if firm is None else f'{firm:.2f}'} with measured ties"
+    print(f"  MAE {result.read_mae:.2f} points; rank corr {'n/a' if rho is None else f'{rho:.2f}'}{ties} "
           f"(measured spread {result.measured_spread:.2f}); pairs apart by > 1 point ordered as measured: "
           f"{agree:g}/{pairs}; DRAM mean |rel err| "
           f"{100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max {result.worst_over_ceiling:+.2f}")

@@ -5,8 +5,10 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.fidelity.compare import (
-    KernelComparison, RemapComparison, averaged, hardware_for, measured_lookup_hit_pct, measured_read_hit_pct,
-    measured_resources, measured_split, predicted_split, reproducibility, same_remaps, spearman)
+    KernelComparison, RemapComparison, hardware_for, measured_lookup_hit_pct, measured_resources, measured_split,
+    predicted_split)
+from swizzleperf.fidelity.ranks import spearman, spearman_with_ties, tie_groups, told_apart
+from swizzleperf.fidelity.recordings import averaged, measured_read_hit_pct, reproducibility, same_remaps
 from swizzleperf.fidelity.measure import fidelity_remaps, kernel_record
 from swizzleperf.fidelity.records import Measurement, merged
 from swizzleperf.hardware import PRESETS
@@ -103,6 +105,36 @@ def test_pair_order_ignores_measured_near_ties_and_halves_predicted_ties():
     assert (agree, pairs) == (3.5, 5)
 
 
+def test_recordings_tell_remaps_apart_by_a_paired_t_test():
+    base = [10.0, 10.1, 9.9, 10.2]
+    # a steady offset is real however small; the same mean difference with recording-to-recording swings is not
+    assert told_apart(base, [x + 0.05 for x in base])
+    assert told_apart([x + d for x, d in zip(base, (0.2, 0.4, 0.3, 0.5))], base)  # 0.35 > t(3) * se = 0.205
+    assert not told_apart([x + d for x, d in zip(base, (0.2, -0.1, 0.5, 0.1))], base)  # 0.175 < 0.398
+    assert not told_apart(base, base)
+    assert told_apart([1.0], [2.0]) and not told_apart([1.0], [1.0])  # one recording: every difference counts
+
+
+def test_measured_ties_group_from_the_highest_mean_down():
+    # three recordings of four remaps: a and b swap places, c is steadily below them, d below c
+    rates = [[50.0, 50.2, 45.0, 30.0], [50.3, 49.9, 45.1, 30.2], [50.1, 50.0, 44.8, 29.9]]
+    assert tie_groups(rates) == (0, 0, 1, 2)
+    # a group is closed by any member it cannot hold: c is within noise of b, but told apart from a
+    a, b, c = [50.0, 50.0, 50.0], [49.8, 49.4, 49.9], [49.2, 49.3, 48.7]
+    assert not told_apart(a, b) and not told_apart(b, c) and told_apart(a, c)
+    assert tie_groups(list(zip(a, b, c))) == (0, 0, 1)
+
+
+def test_rank_correlation_scores_measured_ties_as_ties():
+    """spmv's six H100 remaps: identity and the recorded best are one order (a tie the simulator predicts)."""
+    measured = [58.06, 58.05, 57.11, 57.02, 54.36, 54.24]
+    predicted = [56.98, 56.98, 56.82, 56.97, 56.60, 56.70]
+    assert spearman(measured, predicted) == pytest.approx(15 / 17.5 ** 0.5 / 17 ** 0.5)
+    # ranks (4.5, 4.5, 2.5, 2.5, 0.5, 0.5) against (4.5, 4.5, 2, 3, 0, 1): 16 / sqrt(16 * 17)
+    assert spearman_with_ties(measured, predicted, (0, 0, 1, 1, 2, 2)) == pytest.approx(16 / (16 * 17) ** 0.5)
+    assert spearman_with_ties(measured, predicted, range(6)) == spearman(measured, predicted)
+
+
 def test_the_ncu_profiler_reports_the_read_hit_rate_from_real_counters():
     result = ncu.parse_ncu_csv((FIXTURES / "ncu-h100-softmax-medium-6-remaps.csv").read_text(), "^softmax_kernel$")
     report = ncu.ncu_report(result, hw=H100, kernel_name="softmax", size="medium", iters=1, cache_control="all")
@@ -136,6 +168,9 @@ def test_repeated_recordings_are_averaged_and_their_own_disagreement_is_reported
     assert noise.recordings == 3
     assert noise.worst_rank_correlation == pytest.approx(0.6606, abs=1e-4)
     assert noise.largest_difference == pytest.approx(0.575, abs=1e-3)
+    # three recordings resolve four levels: six of the eight good orders are one measured tie, xcd_grouped and
+    # xcd_row_major(dies=16) a little below them another, then xcd_row_major(dies=2), then the identity
+    assert noise.tie_groups == (3, 0, 0, 0, 2, 0, 1, 0, 0, 1)
     assert not same_remaps(recordings[0], recordings[0].model_copy(update={"remaps": recordings[0].remaps[:-1]}))
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from swizzleperf.fidelity.ranks import spearman, spearman_with_ties
+from swizzleperf.fidelity.recordings import Reproducibility, measured_read_hit_pct
 from swizzleperf.fidelity.records import MeasuredKernel, MeasuredRemap
 from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
@@ -20,12 +22,6 @@ from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.report import BottleneckReport
 
 CARVEOUT = "launch__shared_mem_config_size"
-
-
-def measured_read_hit_pct(metrics: dict[str, float]) -> float:
-    """The SMs' read requests that did not miss in the L2 (`ncu.read_requests`: merged requests count as served)."""
-    requests, misses, _ = read_requests(metrics)
-    return 100.0 * (requests - misses) / requests if requests else 0.0
 
 
 def measured_lookup_hit_pct(metrics: dict[str, float]) -> float:
@@ -86,6 +82,7 @@ class KernelComparison:
     size: str
     hardware: HardwareSpec
     remaps: list[RemapComparison]
+    noise: Reproducibility | None = None  # from the recordings averaged into the measured figures, if several
 
     @property
     def read_mae(self) -> float:
@@ -99,6 +96,15 @@ class KernelComparison:
     @property
     def rank_correlation(self) -> float | None:
         return spearman([r.measured_read_pct for r in self.remaps], [r.predicted_read_pct for r in self.remaps])
+
+    @property
+    def rank_correlation_beyond_noise(self) -> float | None:
+        """The rank correlation with the remaps the recordings cannot tell apart scored as measured ties (the
+        plain one, with one recording)."""
+        if self.noise is None:
+            return self.rank_correlation
+        return spearman_with_ties([r.measured_read_pct for r in self.remaps],
+                                  [r.predicted_read_pct for r in self.remaps], self.noise.tie_groups)
 
     def ordered_pairs(self, min_gap: float = 1.0) -> tuple[int, int]:
         """(pairs the simulator orders as measured, pairs compared) among remaps whose measured read hit
@@ -127,65 +133,12 @@ class KernelComparison:
         return max(r.measured_read_pct - r.ceiling_pct for r in self.remaps)
 
 
-def spearman(a: list[float], b: list[float]) -> float | None:
-    """Spearman's rank correlation (average ranks for ties); None when either side is constant."""
-    ra, rb = _ranks(np.asarray(a, float)), _ranks(np.asarray(b, float))
-    if len(ra) < 2 or ra.std() == 0 or rb.std() == 0:
-        return None
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x), dtype=float)
-    for value in np.unique(x):  # ties share their mean rank
-        ranks[x == value] = ranks[x == value].mean()
-    return ranks
-
-
-@dataclass(frozen=True)
-class Reproducibility:
-    """How well a kernel's measurement agrees with itself across recordings: what no model can beat."""
-
-    recordings: int
-    worst_rank_correlation: float | None  # the lowest Spearman between two recordings' read hit rates
-    largest_difference: float             # points: the most one remap's read hit rate moved between recordings
-
-
-def same_remaps(a: MeasuredKernel, b: MeasuredKernel) -> bool:
-    return (a.kernel, a.size) == (b.kernel, b.size) and [r.label for r in a.remaps] == [r.label for r in b.remaps]
-
-
-def averaged(records: list[MeasuredKernel]) -> MeasuredKernel:
-    """One record whose counters are the mean of the recordings' (same kernel, size and remaps); a counter
-    that some recordings lack is left out."""
-    first = records[0]
-    assert all(same_remaps(first, r) for r in records), "recordings of different remaps cannot be averaged"
-    remaps = []
-    for i, remap in enumerate(first.remaps):
-        values = [r.remaps[i].metrics for r in records]
-        common = set.intersection(*(set(v) for v in values))
-        remaps.append(remap.model_copy(update={"metrics": {name: float(np.mean([v[name] for v in values]))
-                                                           for name in remap.metrics if name in common}}))
-    return first.model_copy(update={"remaps": remaps})
-
-
-def reproducibility(records: list[MeasuredKernel]) -> Reproducibility:
-    rates = [[measured_read_hit_pct(r.metrics) for r in record.remaps] for record in records]
-    pairs = [(a, b) for i, a in enumerate(rates) for b in rates[i + 1:]]
-    rhos = [rho for a, b in pairs if (rho := spearman(a, b)) is not None]
-    moved = [abs(x - y) for a, b in pairs for x, y in zip(a, b)]
-    return Reproducibility(recordings=len(records), worst_rank_correlation=min(rhos) if rhos else None,
-                           largest_difference=max(moved, default=0.0))
-
-
 def compare_kernel(kernel: KernelFile, record: MeasuredKernel, hw: HardwareSpec, profiler_factory=SimProfiler,
-                   progress=None) -> KernelComparison:
+                   progress=None, noise: Reproducibility | None = None) -> KernelComparison:
     kernel_hw = hardware_for(record, hw)
     profiler = profiler_factory(kernel_hw, progress=progress, gpu_occupancy=False)  # occupancy as measured
     rows = [_compare(profiler.profile(kernel, remap.source, record.size), remap) for remap in record.remaps]
-    return KernelComparison(kernel=record.kernel, size=record.size, hardware=kernel_hw, remaps=rows)
+    return KernelComparison(kernel=record.kernel, size=record.size, hardware=kernel_hw, remaps=rows, noise=noise)
 
 
 def _compare(report: BottleneckReport, remap: MeasuredRemap) -> RemapComparison:
