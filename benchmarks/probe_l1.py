@@ -134,6 +134,9 @@ def main(out: str) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     if sys.argv[1:] == ["--child"]:
         child()
     else:

@@ -220,4 +220,7 @@ def main(out: str, pressure_only: bool = False) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     sys.exit(main(sys.argv[1], pressure_only="--pressure" in sys.argv[2:]))

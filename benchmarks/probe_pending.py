@@ -209,6 +209,9 @@ def summarize(record: dict) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or len(sys.argv) < 3 and sys.argv[1].startswith("--"):
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     if sys.argv[1:2] == ["--child"]:
         sys.exit(run_cases(sys.argv[2]))
     if sys.argv[1:2] == ["--granularity-child"]:

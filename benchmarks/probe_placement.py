@@ -142,6 +142,9 @@ def main(out: str, specs: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     if sys.argv[1] == "--summary":
         sys.exit(summary(sys.argv[2], sys.argv[4] if sys.argv[3:4] == ["--gpu"] else "h100"))
     sys.exit(main(sys.argv[1], sys.argv[2:]))
