@@ -7,6 +7,7 @@ not only the first wave. Written to OUT.json: per kernel, the SM and start time 
 timer's resolution is coarse) of each launch slot.
 
     python benchmarks/probe_placement.py OUT.json kernels/softmax.py:medium kernels/gemm.py:medium ...
+    python benchmarks/probe_placement.py OUT.json --remaps kernels/spmv.py   # under each remap fidelity.py measures
     python benchmarks/probe_placement.py --summary RECORD.json[.gz] [--gpu h100]
 
 --summary (no GPU needed) prints, after each kernel's first wave, how often programs 1, 2 and 4 apart
@@ -84,16 +85,17 @@ def summary(path: str, gpu: str = "h100") -> int:
           f"run on one side (2.0 at random)")
     for kernel in record["kernels"]:
         state = steady_state(kernel["smid"], sides)
-        print(f"  {kernel['kernel']:14s} {kernel['size']:9s} first wave {state.first_wave:5d}  same side "
+        print(f"  {kernel['kernel']:14s} {kernel['size']:9s} {kernel.get('remap', '')[:24]:24s} first wave {state.first_wave:5d}  same side "
               f"{' / '.join(f'{p:.2f}' for p in state.same_side)}  same SM {state.same_sm:.3f}  side run "
               f"{state.side_run:.2f}")
     return 0
 
 
-def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir: Path) -> Path:
-    """The kernel file with its hook renamed `_probe_inner` and a recording hook of the same signature."""
+def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir: Path, remap: str | None = None) -> Path:
+    """The kernel file with its hook (or `remap`, a hook of the same name) renamed `_probe_inner` and a recording
+    hook of the same signature."""
     hook = kernel.hook
-    inner = kernel.hook_source.replace(f"def {hook.name}(", "def _probe_inner(", 1)
+    inner = (remap or kernel.hook_source).replace(f"def {hook.name}(", "def _probe_inner(", 1)
     wrapper = WRAPPER.format(name=hook.name, params=hook.render()[len(f"def {hook.name}("):-1], pid=hook.pid,
                              smids=smids.data_ptr(), starts=starts.data_ptr(), args=", ".join(hook.params))
     path = workdir / kernel.path.name
@@ -101,20 +103,30 @@ def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir
     return path
 
 
-def placement(spec: str, workdir: Path) -> dict:
-    import torch
-
+def placements(spec: str, workdir: Path, remaps: bool) -> list[dict]:
+    """The kernel's own launch, or with `remaps` each remap a fidelity run measures (fidelity_remaps)."""
+    from swizzleperf.fidelity.measure import fidelity_remaps
+    from swizzleperf.hardware import PRESETS
     from swizzleperf.kernel import load_kernel
 
     path, _, size_name = spec.partition(":")
     kernel = load_kernel(path)
-    size_name = size_name or kernel.default_size
+    chosen = fidelity_remaps(kernel, PRESETS["h100"]) if remaps else [("identity", None)]
+    return [{**placement(kernel, size_name or kernel.default_size, workdir, source), "remap": label,
+             "source": source or kernel.hook_source} for label, source in chosen]
+
+
+def placement(kernel, size_name: str, workdir: Path, remap: str | None = None) -> dict:
+    import torch
+
+    from swizzleperf.kernel import load_kernel
+
     slots = 1
     for extent in kernel.grid(size_name):
         slots *= extent
     smids = torch.full((slots,), -1, dtype=torch.int32, device="cuda")
     starts = torch.zeros(slots, dtype=torch.int64, device="cuda")
-    probe = load_kernel(instrumented_file(kernel, smids, starts, workdir))
+    probe = load_kernel(instrumented_file(kernel, smids, starts, workdir, remap))
     size = probe.size(size_name)
     inputs = probe.fn("make_inputs")(size, 0, "cuda")
     outputs = probe.fn("make_outputs")(size, "cuda")
@@ -130,13 +142,14 @@ def main(out: str, specs: list[str]) -> int:
     import torch
 
     props = torch.cuda.get_device_properties(0)
+    remaps = "--remaps" in specs
     with tempfile.TemporaryDirectory() as tmp:
-        records = [placement(spec, Path(tmp)) for spec in specs]
+        records = [r for spec in specs if spec != "--remaps" for r in placements(spec, Path(tmp), remaps)]
     with open(out, "w") as f:
         json.dump({"device": props.name, "num_sms": props.multi_processor_count, "kernels": records}, f)
     for r in records:
         missing = sum(s < 0 for s in r["smid"])
-        print(f"{r['kernel']} ({r['size']}): {len(r['smid'])} programs, {missing} unrecorded; first 24 SMs "
+        print(f"{r['kernel']} ({r['size']}, {r['remap']}): {len(r['smid'])} programs, {missing} unrecorded; first 24 SMs "
               f"{r['smid'][:24]}")
     return 0
 
