@@ -13,7 +13,9 @@ timer's resolution is coarse) of each launch slot.
 --summary (no GPU needed) prints, after each kernel's first wave, how often programs 1, 2 and 4 apart
 in launch order ran on one SM and on one L2 side (the sides from the measured layout), and the mean
 length of the runs of consecutive programs on one side: 2.0 if the scheduler picked sides at random.
-The recorded H100 run is `tests/fixtures/probes/placement-h100.json.gz`.
+The recorded H100 runs are `tests/fixtures/probes/placement-h100.json.gz` (every suite kernel's own
+launch; spmv cut to its first 32768 programs) and `placement-remaps-h100.json.gz` (spmv and stencil2d
+under each remap fidelity.py measures, every program).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class SteadyState:
     same_sm: float             # P(programs 1 apart ran on one SM)
     same_side: tuple[float, float, float]  # P(one L2 side) for programs 1, 2 and 4 apart
     side_run: float            # mean run of consecutive programs on one side (2.0 at random)
+    walk: float | None = None  # P(the next program's SM is 1-8 SMs further on in the scheduler's SM order)
 
 
 def first_wave(smids: np.ndarray, num_sms: int, most: int = 64) -> int:
@@ -62,32 +65,42 @@ def first_wave(smids: np.ndarray, num_sms: int, most: int = 64) -> int:
     return 0
 
 
-def steady_state(smids, sides) -> SteadyState:
-    """`smids` of successive programs and each SM's L2 side -> the statistics after the first wave."""
+def steady_state(smids, sides, order=None) -> SteadyState:
+    """`smids` of successive programs and each SM's L2 side -> the statistics after the first wave; with `order`
+    (the SMs in the order the first wave fills them), how often the next program went a few SMs further on:
+    the scheduler walking its SM order from where it last gave a program (8 / num_sms if SMs were random)."""
     smids, sides = np.asarray(smids), np.asarray(sides)
     skip = first_wave(smids, len(sides))
     rest, side = smids[skip:], sides[smids[skip:]]
     same = tuple(float(np.mean(side[:-d] == side[d:])) for d in (1, 2, 4))
     changes = np.flatnonzero(side[1:] != side[:-1])
     runs = np.diff(np.concatenate([[-1], changes, [len(side) - 1]]))
+    walk = None
+    if order is not None:
+        rank = np.empty(len(sides), dtype=np.int64)
+        rank[np.asarray(order)] = np.arange(len(sides))
+        step = (rank[rest[1:]] - rank[rest[:-1]]) % len(sides)
+        walk = float(np.mean((step >= 1) & (step <= 8)))
     return SteadyState(first_wave=skip, same_sm=float(np.mean(rest[:-1] == rest[1:])), same_side=same,
-                       side_run=float(runs.mean()))
+                       side_run=float(runs.mean()), walk=walk)
 
 
 def summary(path: str, gpu: str = "h100") -> int:
-    from swizzleperf.measured_layouts import sm_partition
+    from swizzleperf.measured_layouts import first_wave_sequence, sm_partition
 
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         record = json.load(f)
     sides = sm_partition(gpu)
+    order = list(dict.fromkeys(first_wave_sequence(gpu)))
     print(f"{record['device']}: after the first wave, programs 1 / 2 / 4 apart on one L2 side, on one SM, and the mean "
-          f"run on one side (2.0 at random)")
+          f"run on one side (2.0 at random); how often the next program ran 1-8 SMs further on in the scheduler's SM "
+          f"order ({8 / len(sides):.2f} at random)")
     for kernel in record["kernels"]:
-        state = steady_state(kernel["smid"], sides)
+        state = steady_state(kernel["smid"], sides, order)
         print(f"  {kernel['kernel']:14s} {kernel['size']:9s} {kernel.get('remap', '')[:24]:24s} first wave {state.first_wave:5d}  same side "
               f"{' / '.join(f'{p:.2f}' for p in state.same_side)}  same SM {state.same_sm:.3f}  side run "
-              f"{state.side_run:.2f}")
+              f"{state.side_run:.2f}  next 1-8 SMs on {state.walk:.2f}")
     return 0
 
 
