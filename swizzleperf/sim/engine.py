@@ -160,7 +160,9 @@ def model_notes(hw: HardwareSpec) -> list[str]:
         dispatch,
         f"{hw.resident_programs_per_domain} programs resident per domain ({hw.cus_per_domain} CUs x "
         f"{hw.programs_per_cu} per CU), issuing one load/store each per turn in rotation; "
-        f"a finished program is replaced by the next queued one on the same CU",
+        f"a finished program is replaced by the next queued one on the same CU" + (
+            ", those finishing in one turn in a hashed order (an H100's scheduler walks its SM order instead, keeping "
+            "consecutive programs on one L2 side more often)" if hw.l2_partitions > 1 else ""),
         l1,
         f"L2 per domain: {hw.l2_bytes_per_domain / MiB:g} MB, {hw.l2_ways}-way, {hw.num_sets} sets, {granule}, "
         f"set index {hw.set_index}, true LRU, cold at kernel start",

@@ -133,10 +133,8 @@ def _issue_event(event, cu, chunk, l2, l2_geometry, partition_of_cu, partitions,
 
 @numba.njit(cache=True, nogil=True)
 def refill_key(turn, position):
-    """Sort key for the positions that finished in one turn: the order they take new programs in.
-    Programs that finish together start their successors in no fixed order on real GPUs (measured on
-    an H100: four consecutive programs span both L2 partitions 44-80% of the time in steady state,
-    against 3% in the first wave's order), so the order is a hash: arbitrary but reproducible."""
+    """Sort key for the positions that finished in one turn: the order they take new programs in. A hash,
+    arbitrary but reproducible: the GPU's scheduler walks its SM order (dispatch.py says why the model does not)."""
     return mix64((np.uint64(turn) << np.uint64(32)) | np.uint64(position))
 
 
