@@ -305,6 +305,7 @@ def test_the_concrete_evaluator_agrees_with_remap_eval(source):
     (hook("return pid + (pid > 3) // (pid > 2)"), "unsupported", "divides or shifts booleans"),
     (hook("x = pid\nif pid > 3:\n    x = pid.to(tl.int64)\nreturn x"), "invalid", "int32 before the `if`"),
     (hook("acc = pid\nfor i in range(NUM_XCDS * 100):\n    acc += 0\nreturn acc"), "invalid", "cap is 64"),
+    (hook("if pid < 3:\n    return pid.to(tl.int64)\nreturn pid"), "invalid", "Triton needs one return type"),
     (hook("return tl.where(num_pids >= 32, pid, pid + (pid >> num_pids) * 0)"), "unsupported", "poison"),
 ])
 def test_what_cannot_be_translated_is_unknown_with_the_reason(source, kind, words):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 import operator
 
-from swizzleperf.proofs.values import (Const, Dropped, Run, Value, constant_as, invalid, operand_type,
+from swizzleperf.proofs.values import (Const, Run, Value, constant_as, invalid, operand_type,
                                        type_of_constant, unsupported)
 from swizzleperf.remap_eval import CASTS, INT1
+from swizzleperf.remap_eval.values import Dropped
 
 _CONST_LIMIT = 2 ** 256  # as remap_eval: a larger compile-time int is a denial of service, not a remap
 _CONST_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,

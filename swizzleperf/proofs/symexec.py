@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import ast
 
+from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs.expressions import Expressions
-from swizzleperf.proofs.values import Const, Dropped, Run, Value, invalid, type_of_constant, unsupported
+from swizzleperf.proofs.values import Const, Run, Value, invalid, type_of_constant, unsupported
 from swizzleperf.remap import LOOP_TRIP_CAP, hook_body
 from swizzleperf.remap_eval import INT1, INT32, INT64, integer_promote
+from swizzleperf.remap_eval.values import Dropped, check_branch_types, merged_return_types
 
 
 def _terminates(body: list[ast.stmt]) -> bool:
@@ -114,21 +116,10 @@ class Executor(Expressions):
         self.b.pc = self.b.false
 
     def check_return_types(self, types: list, stmt: ast.Return) -> None:
-        """Triton gives a function one return type: constants of equal value, or equal types."""
-        if self.return_types is None:
-            self.return_types = types
-            return
-        merged = []
-        for k, (a, b) in enumerate(zip(self.return_types, types)):
-            if isinstance(a, Const) and isinstance(b, Const) and a.value == b.value:
-                merged.append(a)
-                continue
-            ta = type_of_constant(a.value, stmt) if isinstance(a, Const) else a
-            tb = type_of_constant(b.value, stmt) if isinstance(b, Const) else b
-            if ta != tb:
-                raise invalid(stmt, f"return value {k + 1} is {tb.name} here but {ta.name} on another path")
-            merged.append(ta)
-        self.return_types = merged
+        try:
+            self.return_types = merged_return_types(self.return_types, types, stmt)
+        except RemapRejected as exc:
+            raise invalid(None, exc.reason) from None
 
     def if_(self, stmt: ast.If, env: dict) -> dict:
         cond = self.condition(stmt.test, env)
@@ -167,17 +158,10 @@ class Executor(Expressions):
 
     @staticmethod
     def check_merge(name: str, live: Value | None, t_val: Run, e_val: Run, stmt: ast.If) -> None:
-        if isinstance(live, Const):
-            raise invalid(stmt, f"`{name}` is a compile-time constant reassigned under the run-time condition "
-                                f"`{ast.unparse(stmt.test)}`; Triton does not compile that")
-        if live is not None:
-            for value, branch in ((t_val, "then"), (e_val, "else")):
-                if value.ty != live.ty:
-                    raise invalid(stmt, f"`{name}` is {live.ty.name} before the `if` but the {branch} branch makes "
-                                        f"it {value.ty.name}")
-        elif t_val.ty != e_val.ty:
-            raise invalid(stmt, f"`{name}` is {t_val.ty.name} in the then branch and {e_val.ty.name} in the else "
-                                f"branch")
+        try:
+            check_branch_types(name, live, t_val, e_val, stmt)
+        except RemapRejected as exc:
+            raise invalid(None, exc.reason) from None
 
     def for_(self, stmt: ast.For, env: dict) -> dict:
         """Unrolled: a bounded loop with compile-time bounds is a fixed sequence of bodies."""

@@ -52,15 +52,6 @@ class Run:
         self.term = term
 
 
-class Dropped:
-    """A name Triton does not keep (one branch of a run-time `if`, a `range` loop's locals)."""
-
-    __slots__ = ("why",)
-
-    def __init__(self, why: str):
-        self.why = why
-
-
 Value = Const | Run
 
 

@@ -14,8 +14,8 @@ from swizzleperf.kernel import HookSignature
 from swizzleperf.remap import LOOP_TRIP_CAP, hook_body, static_check, trip_count
 from swizzleperf.remap_eval.expressions import Expressions
 from swizzleperf.remap_eval.values import (
-    Const, Dropped, INT1, INT32, INT64, IntType, Tensor, Value, any_lane, first_lane, integer_promote, reject,
-    scalar_type, scatter, source_of)
+    Const, Dropped, INT1, INT32, INT64, IntType, Tensor, Value, any_lane, check_branch_types, first_lane,
+    integer_promote, merged_return_types, reject, scalar_type, scatter, source_of)
 from swizzleperf.validation.sandbox import save_array
 from swizzleperf.validation.untrusted import show_int
 
@@ -96,26 +96,8 @@ class _Evaluator(Expressions):
                                   f"depends on a shift by a negative or too-large amount")
             types.append(value.ty)
             self.out[lanes, k] = value.data.astype(np.int64)
-        self._check_return_types(types, stmt)
+        self.return_types = merged_return_types(self.return_types, types, stmt)
         self.returned[lanes] = True
-
-    def _check_return_types(self, types: list[IntType | Const], stmt: ast.Return) -> None:
-        """Triton gives a function one return type: constants of equal value, or equal types."""
-        if self.return_types is None:
-            self.return_types = types
-            return
-        merged = []
-        for k, (a, b) in enumerate(zip(self.return_types, types)):
-            if isinstance(a, Const) and isinstance(b, Const) and a.value == b.value:
-                merged.append(a)
-                continue
-            ta = scalar_type(a.value, stmt) if isinstance(a, Const) else a
-            tb = scalar_type(b.value, stmt) if isinstance(b, Const) else b
-            if ta != tb:
-                raise reject(stmt, f"return value {k + 1} is {tb.name} here but {ta.name} on another path; "
-                                  f"Triton needs one return type: cast with .to(tl.{ta.name})")
-            merged.append(ta)
-        self.return_types = merged
 
     def if_(self, stmt: ast.If, env: dict, lanes: np.ndarray) -> tuple[dict, np.ndarray]:
         cond = self.condition(stmt.test, env, lanes)
@@ -160,18 +142,7 @@ class _Evaluator(Expressions):
 
     def merge_branches(self, name: str, live: Value | None, t_val: Value, e_val: Value,
                        t_pos: np.ndarray, e_pos: np.ndarray, n: int, stmt: ast.If) -> Value:
-        if isinstance(live, Const):
-            raise reject(stmt, f"`{name}` is the compile-time constant {show_int(live.value)} (a constexpr parameter or "
-                              f"static_range index) and is reassigned under the run-time condition "
-                              f"`{source_of(stmt.test)}`; Triton does not compile that: use a new name")
-        if live is not None:
-            for value, branch in ((t_val, "then"), (e_val, "else")):
-                if value.ty != live.ty:
-                    raise reject(stmt, f"`{name}` is {live.ty.name} before the `if` but the {branch} branch makes it "
-                                      f"{value.ty.name}; Triton needs the same type: cast with .to(tl.{live.ty.name})")
-        elif t_val.ty != e_val.ty:
-            raise reject(stmt, f"`{name}` is {t_val.ty.name} in the then branch and {e_val.ty.name} in the else "
-                              f"branch; Triton needs the same type in both")
+        check_branch_types(name, live, t_val, e_val, stmt)
         return scatter(t_val, e_val, t_pos, e_pos, n)
 
     def for_(self, stmt: ast.For, env: dict, lanes: np.ndarray) -> dict:

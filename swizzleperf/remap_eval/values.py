@@ -92,6 +92,43 @@ def scalar_type(value: int | bool, where: ast.AST) -> IntType:
     raise reject(where, f"the integer {show_int(value)} does not fit in 64 bits")
 
 
+def merged_return_types(previous: list | None, types: list, stmt: ast.Return) -> list:
+    """The types a hook's returns have once `stmt`'s `types` (an IntType or a constant each) join those of the
+    returns before it (`previous`, None for the first): Triton gives a function one return type, so constants
+    must be of equal value or a value's type equal on every path."""
+    if previous is None:
+        return types
+    merged = []
+    for k, (a, b) in enumerate(zip(previous, types)):
+        if not isinstance(a, IntType) and not isinstance(b, IntType) and a.value == b.value:
+            merged.append(a)
+            continue
+        ta = a if isinstance(a, IntType) else scalar_type(a.value, stmt)
+        tb = b if isinstance(b, IntType) else scalar_type(b.value, stmt)
+        if ta != tb:
+            raise reject(stmt, f"return value {k + 1} is {tb.name} here but {ta.name} on another path; "
+                               f"Triton needs one return type: cast with .to(tl.{ta.name})")
+        merged.append(ta)
+    return merged
+
+
+def check_branch_types(name: str, live, t_val, e_val, stmt: ast.If) -> None:
+    """A name a run-time `if` assigns must keep one type: the type it had before (`live`, None if it had none)
+    or, new in both branches, the same type in each; a compile-time constant (no `.ty`) cannot be reassigned."""
+    if live is not None and not hasattr(live, "ty"):
+        raise reject(stmt, f"`{name}` is the compile-time constant {show_int(live.value)} (a constexpr parameter or "
+                           f"static_range index) and is reassigned under the run-time condition "
+                           f"`{source_of(stmt.test)}`; Triton does not compile that: use a new name")
+    if live is not None:
+        for value, branch in ((t_val, "then"), (e_val, "else")):
+            if value.ty != live.ty:
+                raise reject(stmt, f"`{name}` is {live.ty.name} before the `if` but the {branch} branch makes it "
+                                   f"{value.ty.name}; Triton needs the same type: cast with .to(tl.{live.ty.name})")
+    elif t_val.ty != e_val.ty:
+        raise reject(stmt, f"`{name}` is {t_val.ty.name} in the then branch and {e_val.ty.name} in the else "
+                           f"branch; Triton needs the same type in both")
+
+
 def integer_promote(a: IntType, b: IntType) -> IntType:
     """C's usual arithmetic conversions, as Triton implements them."""
     if a.signed == b.signed:
