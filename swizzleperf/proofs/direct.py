@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import z3
 from z3 import z3core
+from z3.z3 import _to_expr_ref  # the term's Python class from its sort, as every z3 call returns it
 
 
 def _ast(ctx: z3.Context, value) -> z3.ExprRef:
@@ -72,3 +73,10 @@ def scale(value: int, term) -> z3.ArithRef:
 
 def neg(term) -> z3.ArithRef:
     return z3.ArithRef(z3core.Z3_mk_unary_minus(term.ctx.ref(), term.as_ast()), term.ctx)
+
+
+def app(decl: z3.FuncDeclRef, kids: list) -> z3.ExprRef:
+    """`decl(*kids)` for operands already of its domain's sorts (a term rebuilt over rewritten children):
+    the call's per-operand sort casts are what cost."""
+    ctx = decl.ctx
+    return _to_expr_ref(z3core.Z3_mk_app(ctx.ref(), decl.as_ast(), len(kids), _array(kids)), ctx)
