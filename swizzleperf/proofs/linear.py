@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import z3
 
+from swizzleperf.proofs import direct
 from swizzleperf.proofs.cuts import interval
 
 MAX_CASES = 64  # a bounded operand with more values than this is abstracted, not enumerated
@@ -70,7 +71,7 @@ class Linearizer:
             return out
         if (z3.is_idiv(node) or z3.is_mod(node)) and not z3.is_int_value(kids[1]):
             return self.division(kids[0], kids[1], z3.is_mod(node))
-        return node.decl()(*kids) if kids else node
+        return direct.app(node.decl(), kids) if kids else node
 
     def children(self, node: z3.ExprRef) -> list:
         return node.children()

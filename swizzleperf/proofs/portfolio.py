@@ -15,7 +15,7 @@ import ast
 import z3
 
 from swizzleperf.kernel import HookSignature
-from swizzleperf.proofs.branches import prove_by_cases
+from swizzleperf.proofs.branches import prove_by_cases, split_points
 from swizzleperf.proofs.certificates import Certificate, CertifiedProver, prefers_bit_vectors
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.outcome import Outcome
@@ -38,7 +38,8 @@ def _attempt(kind: str, fn: ast.FunctionDef, hook: HookSignature, source: str, c
     limit, overflow = max_programs, None
     while True:
         outcome = None
-        if not (certificates and kind == "bv"):  # its own context: the terms it makes would reorder the next proof's
+        if split_points(fn, hook) and not (certificates and kind == "bv"):
+            # in its own context (its terms would reorder the next proof's), made only where there is an `if` to split
             outcome = prove_by_cases(fn, (fn, hook, source, constexprs, Domain.make(kind, hook, limit, z3.Context()),
                                           budget, {}, leanings))
         if outcome is None:
