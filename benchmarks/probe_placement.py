@@ -98,13 +98,15 @@ def summary(path: str, gpu: str = "h100") -> int:
           f"order ({8 / len(sides):.2f} at random)")
     for kernel in record["kernels"]:
         state = steady_state(kernel["smid"], sides, order)
-        print(f"  {kernel['kernel']:14s} {kernel['size']:9s} {kernel.get('remap', '')[:24]:24s} first wave {state.first_wave:5d}  same side "
+        remap = kernel.get("remap", "")[:24]
+        print(f"  {kernel['kernel']:14s} {kernel['size']:9s} {remap:24s} first wave {state.first_wave:5d}  same side "
               f"{' / '.join(f'{p:.2f}' for p in state.same_side)}  same SM {state.same_sm:.3f}  side run "
               f"{state.side_run:.2f}  next 1-8 SMs on {state.walk:.2f}")
     return 0
 
 
-def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir: Path, remap: str | None = None) -> Path:
+def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir: Path,
+                      remap: str | None = None) -> Path:
     """The kernel file with its hook (or `remap`, a hook of the same name) renamed `_probe_inner` and a recording
     hook of the same signature."""
     hook = kernel.hook
@@ -162,8 +164,8 @@ def main(out: str, specs: list[str]) -> int:
         json.dump({"device": props.name, "num_sms": props.multi_processor_count, "kernels": records}, f)
     for r in records:
         missing = sum(s < 0 for s in r["smid"])
-        print(f"{r['kernel']} ({r['size']}, {r['remap']}): {len(r['smid'])} programs, {missing} unrecorded; first 24 SMs "
-              f"{r['smid'][:24]}")
+        print(f"{r['kernel']} ({r['size']}, {r['remap']}): {len(r['smid'])} programs, {missing} unrecorded; "
+              f"first 24 SMs {r['smid'][:24]}")
     return 0
 
 

@@ -28,8 +28,8 @@ Interleaving (what the cache sees)
     where it last gave one (benchmarks/probe_placement.py), so consecutive programs of the steady
     state share an L2 side more often than the model's half (spmv 83 %, most kernels 54-63 %).
     A walk over the model's turns would overshoot (a uniform kernel's programs all finish in one
-    turn); it needs finishing times spread as the GPU spreads them. Programs with no events are skipped. When the queue is empty, positions fall
-    idle and the rest keep rotating.
+    turn); it needs finishing times spread as the GPU spreads them. Programs with no events are
+    skipped. When the queue is empty, positions fall idle and the rest keep rotating.
   - Domains run independently: each has its own L2 and no access of one domain affects another,
     so the relative timing between domains is irrelevant to the hit rate.
   - Every domain's L2 starts cold (no data from a previous kernel).
