@@ -35,12 +35,13 @@ import z3
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import concrete
 from swizzleperf.proofs.cuts import (Copy, Cut, determines, generalize_products, lemma_candidates, live_after,
-                                     make_cut, mirror, statement_index)
+                                     make_cut, mentions, mirror, statement_index)
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.linear import linearize
 from swizzleperf.proofs.outcome import Outcome, Timeout
 from swizzleperf.proofs.products import ProductAbstraction
-from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, STRATEGIES, WORK_PER_S, Budget, solve
+from swizzleperf.proofs.solver import (ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, GRID_FIRST_STRATEGIES, STRATEGIES,
+                                      WORK_PER_S, Budget, solve)
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.verdict import Counterexample
 
@@ -299,20 +300,22 @@ class Prover:
     def stage(self, copy: Copy, index: int, bad, what: str):
         """One stage of query (1) (a model, None, or UNDECIDED). In the first round of the integer encoding,
         exactly in one solver run with a small share of the slice first (of the bench's stages z3 decides
-        exactly, 99 % take < 0.2 M units), then by the abstraction with product theorems (which decides the
-        cluster-round sides' stages, but spends its whole share, 0.6 M, on the 16-die XCD-contiguous tail's);
-        then exactly with the whole slice, less the short run (solver.AFTER_SHORT_RUN). A stage the short run
-        left to the abstraction at one die count goes to it first at the next (`leanings`: the head-first sides)."""
-        model, key = UNDECIDED, self.stage_key(index)
+        exactly, 99 % take < 0.2 M units; one about the grid alone by solver.GRID_FIRST_STRATEGIES), then by the
+        abstraction with product theorems (which decides the cluster-round sides' stages, but spends its whole
+        share, 0.6 M, on the 16-die XCD-contiguous tail's); then exactly with the whole slice, less the short run
+        (solver.AFTER_SHORT_RUN). A stage the short run left to the abstraction at one die count goes to it first
+        at the next (`leanings`: the head-first sides)."""
+        model, key, grid = UNDECIDED, self.stage_key(index), not mentions(bad, copy.pid)
         first = self.domain.kind == "int" and self.slice == FIRST_SLICE and self.leanings.get(key) != "abstract"
         if first:
-            model = self.check([*copy.bounds, bad], what, EXACT_FIRST_WEIGHT, strategies=ABSTRACTION_STRATEGIES)
+            opening = GRID_FIRST_STRATEGIES if grid else ABSTRACTION_STRATEGIES
+            model = self.check([*copy.bounds, bad], what, EXACT_FIRST_WEIGHT, strategies=opening)
         if model is UNDECIDED:
             model = self.abstractly([*self.domain.constraints, *copy.bounds, bad], what)
             if first and model is None:
                 self.leanings[key] = "abstract"
         return model if model is not UNDECIDED else self.check([*copy.bounds, bad], what,
-                                                               strategies=AFTER_SHORT_RUN if first else None)
+                                                               strategies=AFTER_SHORT_RUN if first and not grid else None)
 
     def stage_key(self, index: int) -> tuple:
         """A stage of query (1), the same at every die count: the prover's kind and the statement."""
