@@ -76,6 +76,7 @@ ABSTRACTION_STRATEGIES = ((1.0, True, _seed_zero),)
 # that run decided all 227 such stages in 0.8 s CPU, where the plain solver's short run left 20 undecided
 # (at its whole share each) and took 2.5 s. Stages about a program take 1.6x longer in it (rejected there).
 GRID_FIRST_STRATEGIES = ((1.0, True, STRATEGIES[2][2]),)
+SHORT_RUNS = {False: ABSTRACTION_STRATEGIES, True: GRID_FIRST_STRATEGIES}  # by "about the grid alone"
 
 # STRATEGIES after its first run, for a query already asked in one run of ABSTRACTION_STRATEGIES with at least
 # that run's work that came back undecided: that run again (the same solver, seed and hints on the same formulas,
