@@ -40,8 +40,8 @@ from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.linear import linearize
 from swizzleperf.proofs.outcome import Outcome, Timeout
 from swizzleperf.proofs.products import ProductAbstraction
-from swizzleperf.proofs.solver import (ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, SHORT_RUNS, STRATEGIES, WORK_PER_S,
-                                      Budget, solve)
+from swizzleperf.proofs.solver import (ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, PRODUCTS_STRATEGIES, SHORT_RUNS,
+                                      STRATEGIES, WORK_PER_S, Budget, solve)
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.verdict import Counterexample
 
@@ -152,7 +152,7 @@ class Prover:
         abstracted = self.abstraction().abstract(formulas, self.known())
         if [f.get_id() for f in abstracted] == [f.get_id() for f in formulas]:
             return UNDECIDED  # linear already: the exact query is the same question
-        return self.ask(abstracted, [], what, weight, abstraction=True)
+        return self.ask(abstracted, [], what, weight, abstraction=True, strategies=PRODUCTS_STRATEGIES)
 
     def abstraction(self) -> ProductAbstraction:
         if self.products is None:

@@ -79,6 +79,12 @@ ABSTRACTION_STRATEGIES = ((1.0, True, _seed_zero),)
 GRID_FIRST_STRATEGIES = ((1.0, True, STRATEGIES[2][2]),)
 SHORT_RUNS = {False: ABSTRACTION_STRATEGIES, True: GRID_FIRST_STRATEGIES}  # by "about the grid alone"
 
+# The product abstraction's queries (linear but for division and remainder, and the uninterpreted products;
+# products.py) in one run of purify-arith, then the SMT core: on the family bench it decided all 582 of them,
+# as the plain solver did, in 7.5 s CPU instead of 9.8 s and within 53 % of a query's budget instead of 83 %
+# (the block-first whole rounds at 8 dies: 19 K units instead of 1.0 M; the chunked orders' 1.2x slower).
+PRODUCTS_STRATEGIES = ((1.0, True, lambda ctx: _then(ctx, "simplify", "purify-arith", "smt")),)
+
 # STRATEGIES after its first run, for a query already asked in one run of ABSTRACTION_STRATEGIES with at least
 # that run's work that came back undecided: that run again (the same solver, seed and hints on the same formulas,
 # in a fresh context) would be undecided again, and only spend its share.
