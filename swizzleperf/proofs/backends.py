@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import z3
 
+from swizzleperf.proofs import direct
 from swizzleperf.remap_eval import INT1, IntType
 
 NodeKey = tuple[int, int]  # (line, column) of the operation in the hook's source
@@ -89,7 +90,9 @@ class IntBackend(Z3Logic, BackendState):
         self.bit_vectors = False  # some bitwise operation had to go through bit vectors (slow for z3)
 
     def note(self, kind: str, node: ast.AST, bad) -> None:
-        bad = z3.simplify(z3.And(self.pc, bad))
+        """Record `bad` under the path condition (built through direct, as z3.And would: ~1 K a proof)."""
+        terms = isinstance(bad, z3.BoolRef) and isinstance(self.pc, z3.BoolRef)
+        bad = z3.simplify(direct.and_(self.pc, bad) if terms else z3.And(self.pc, bad))
         if not z3.is_false(bad):
             self.violations.append(Violation(kind, key(node), bad))
 
@@ -107,7 +110,10 @@ class IntBackend(Z3Logic, BackendState):
         return term.as_long() if z3.is_int_value(term) else None
 
     def checked(self, value, ty: IntType, node: ast.AST):
-        self.note("overflow", node, z3.Or(value < ty.min, value > ty.max))
+        if isinstance(value, z3.ArithRef):  # the terms the operators make, in their order
+            self.note("overflow", node, direct.or_(direct.lt(value, ty.min), direct.gt(value, ty.max)))
+        else:
+            self.note("overflow", node, z3.Or(value < ty.min, value > ty.max))
         return value
 
     def divide(self, a, b, ty: IntType, node: ast.AST, remainder: bool):

@@ -34,6 +34,7 @@ from swizzleperf.proofs.outcome import Outcome
 from swizzleperf.proofs.solve import FIRST_SLICE, Prover
 from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES
 from swizzleperf.proofs.symexec import Executor
+from swizzleperf.proofs.terms import children
 from swizzleperf.proofs.values import ProofError
 from swizzleperf.remap import static_check
 
@@ -133,9 +134,10 @@ def _constant_arithmetic(terms: list) -> bool:
         if term.get_id() in seen or not z3.is_app(term):
             continue
         seen.add(term.get_id())
-        args = term.children()
-        variable = [not z3.is_int_value(a) for a in args]
-        if z3.is_mul(term) and sum(variable) > 1 or (z3.is_idiv(term) or z3.is_mod(term)) and variable[1]:
+        args = children(term)  # read through z3's C API (swizzleperf.proofs.terms)
+        variable = [not isinstance(a, z3.IntNumRef) for a in args]
+        op = term.decl().kind() if args else None
+        if op == z3.Z3_OP_MUL and sum(variable) > 1 or op in (z3.Z3_OP_IDIV, z3.Z3_OP_MOD) and variable[1]:
             return False
         todo += args
     return True

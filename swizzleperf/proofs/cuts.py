@@ -16,21 +16,14 @@ from dataclasses import dataclass, field
 
 import z3
 
+from swizzleperf.proofs.terms import children, contains
 from swizzleperf.proofs.values import Run
 from swizzleperf.remap import hook_body
 
 
 def mentions(term: z3.ExprRef, var: z3.ExprRef) -> bool:
-    """Whether `var` occurs in `term` (each shared subterm visited once)."""
-    seen, stack, target = set(), [term], var.get_id()
-    while stack:
-        node = stack.pop()
-        if node.get_id() == target:
-            return True
-        if node.get_id() not in seen:
-            seen.add(node.get_id())
-            stack.extend(node.children())
-    return False
+    """Whether `var` occurs in `term`."""
+    return contains(term, var.get_id())
 
 
 def _reads(stmt: ast.stmt) -> set[str]:
@@ -106,29 +99,30 @@ def interval(term: z3.ArithRef, known: dict[int, tuple[int, int]]) -> tuple[int 
         return term.as_long(), term.as_long()
     if term.get_id() in known:
         return known[term.get_id()]
-    kids = term.children()
-    if z3.is_add(term) or z3.is_sub(term):
+    kids = children(term)
+    op = term.decl().kind() if kids else None
+    if op in (z3.Z3_OP_ADD, z3.Z3_OP_SUB):
         first, *rest = [interval(k, known) for k in kids]
         lo, hi = first
         for k_lo, k_hi in rest:
-            if z3.is_add(term):
+            if op == z3.Z3_OP_ADD:
                 lo, hi = _plus(lo, k_lo), _plus(hi, k_hi)
             else:
                 lo, hi = _plus(lo, None if k_hi is None else -k_hi), _plus(hi, None if k_lo is None else -k_lo)
         return lo, hi
-    if z3.is_mul(term) and len(kids) == 2:
+    if op == z3.Z3_OP_MUL and len(kids) == 2:
         (a_lo, a_hi), (b_lo, b_hi) = interval(kids[0], known), interval(kids[1], known)
         if None in (a_lo, a_hi, b_lo, b_hi):
             return (0, None) if a_lo is not None and b_lo is not None and a_lo >= 0 and b_lo >= 0 else (None, None)
         corners = [a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi]
         return min(corners), max(corners)
-    if (z3.is_mod(term) or z3.is_idiv(term)) and z3.is_int_value(kids[1]) and kids[1].as_long() > 0:
+    if op in (z3.Z3_OP_MOD, z3.Z3_OP_IDIV) and z3.is_int_value(kids[1]) and kids[1].as_long() > 0:
         c = kids[1].as_long()
-        if z3.is_mod(term):
+        if op == z3.Z3_OP_MOD:
             return 0, c - 1
         lo, hi = interval(kids[0], known)
         return (None if lo is None else lo // c), (None if hi is None else hi // c)
-    if z3.is_app_of(term, z3.Z3_OP_ITE):
+    if op == z3.Z3_OP_ITE:
         (a_lo, a_hi), (b_lo, b_hi) = interval(kids[1], known), interval(kids[2], known)
         smaller = _extremum(kids[0], kids[1], kids[2])
         if smaller is not None:  # min(a, b) <= each of a, b; max(a, b) >= each

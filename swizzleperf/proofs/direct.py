@@ -29,6 +29,10 @@ def _binary(make, result, a, b):
     return result(make(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
 
 
+def lt(a, b) -> z3.BoolRef:
+    return _binary(z3core.Z3_mk_lt, z3.BoolRef, a, b)
+
+
 def ge(a, b) -> z3.BoolRef:
     return _binary(z3core.Z3_mk_ge, z3.BoolRef, a, b)
 

@@ -35,12 +35,13 @@ import z3
 from swizzleperf.kernel import HookSignature
 from swizzleperf.proofs import concrete
 from swizzleperf.proofs.cuts import (Copy, Cut, determines, generalize_products, lemma_candidates, live_after,
-                                     make_cut, mirror, statement_index)
+                                     make_cut, mentions, mirror, statement_index)
 from swizzleperf.proofs.encoding import Domain
 from swizzleperf.proofs.linear import linearize
 from swizzleperf.proofs.outcome import Outcome, Timeout
 from swizzleperf.proofs.products import ProductAbstraction
-from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, STRATEGIES, WORK_PER_S, Budget, solve
+from swizzleperf.proofs.solver import (ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, PRODUCTS_STRATEGIES, SHORT_RUNS,
+                                      STRATEGIES, WORK_PER_S, Budget, solve)
 from swizzleperf.proofs.symexec import Executor
 from swizzleperf.proofs.verdict import Counterexample
 
@@ -78,6 +79,7 @@ class Prover:
         self.undecided = ""  # the last query left undecided, for the timeout's reason
         self.refuted_abstractions: dict = {}  # linear abstractions with a model (held, as `proven`)
         self.products: ProductAbstraction | None = None  # the queries' abstractions and facts (abstraction())
+        self.lean = False  # a stage's short run left it to the abstraction: the later stages go there first
 
     def translate(self, name: str, signed: frozenset) -> Copy:
         """The hook for program `name` (cached: every round asks for the same copies)."""
@@ -150,7 +152,7 @@ class Prover:
         abstracted = self.abstraction().abstract(formulas, self.known())
         if [f.get_id() for f in abstracted] == [f.get_id() for f in formulas]:
             return UNDECIDED  # linear already: the exact query is the same question
-        return self.ask(abstracted, [], what, weight, abstraction=True)
+        return self.ask(abstracted, [], what, weight, abstraction=True, strategies=PRODUCTS_STRATEGIES)
 
     def abstraction(self) -> ProductAbstraction:
         if self.products is None:
@@ -299,20 +301,21 @@ class Prover:
     def stage(self, copy: Copy, index: int, bad, what: str):
         """One stage of query (1) (a model, None, or UNDECIDED). In the first round of the integer encoding,
         exactly in one solver run with a small share of the slice first (of the bench's stages z3 decides
-        exactly, 99 % take < 0.2 M units), then by the abstraction with product theorems (which decides the
-        cluster-round sides' stages, but spends its whole share, 0.6 M, on the 16-die XCD-contiguous tail's);
-        then exactly with the whole slice, less the short run (solver.AFTER_SHORT_RUN). A stage the short run
-        left to the abstraction at one die count goes to it first at the next (`leanings`: the head-first sides)."""
-        model, key = UNDECIDED, self.stage_key(index)
+        exactly, 99 % take < 0.2 M units; one about the grid alone otherwise: solver.SHORT_RUNS), then by the
+        abstraction with product theorems (which decides the cluster-round sides' stages, but spends its whole
+        share, 0.6 M, on the 16-die XCD-contiguous tail's); then exactly with the whole slice, less the short run
+        (solver.AFTER_SHORT_RUN). A stage the short run left to the abstraction goes to it first at the next die
+        counts (`leanings`), and so do this prover's later stages (`lean`: both head-first stages at 2 dies)."""
+        model, key, grid = UNDECIDED, self.stage_key(index), not mentions(bad, copy.pid)
         first = self.domain.kind == "int" and self.slice == FIRST_SLICE and self.leanings.get(key) != "abstract"
-        if first:
-            model = self.check([*copy.bounds, bad], what, EXACT_FIRST_WEIGHT, strategies=ABSTRACTION_STRATEGIES)
+        if short := first and (grid or not self.lean):
+            model = self.check([*copy.bounds, bad], what, EXACT_FIRST_WEIGHT, strategies=SHORT_RUNS[grid])
         if model is UNDECIDED:
             model = self.abstractly([*self.domain.constraints, *copy.bounds, bad], what)
             if first and model is None:
-                self.leanings[key] = "abstract"
+                self.leanings[key], self.lean = "abstract", True
         return model if model is not UNDECIDED else self.check([*copy.bounds, bad], what,
-                                                               strategies=AFTER_SHORT_RUN if first else None)
+                                                               strategies=AFTER_SHORT_RUN if short and not grid else None)
 
     def stage_key(self, index: int) -> tuple:
         """A stage of query (1), the same at every die count: the prover's kind and the statement."""

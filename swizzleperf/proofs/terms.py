@@ -11,6 +11,35 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import z3
+from z3 import z3core
+from z3.z3 import _to_expr_ref  # the term's Python class from its sort, as every z3 call returns it
+
+_DIVISIONS = (z3.Z3_OP_IDIV, z3.Z3_OP_MOD)
+
+
+def children(term: z3.ExprRef) -> list:
+    """term.children() through z3's C API: the wrapper checks the term's kind again for every child, three
+    times the calls (the walks here and in cuts.py read ~10 K terms a family proof). Only reads: no term is made."""
+    ctx = term.ctx
+    ref, node = ctx.ref(), term.as_ast()
+    if z3core.Z3_get_ast_kind(ref, node) != z3.Z3_APP_AST:
+        return []
+    return [_to_expr_ref(z3core.Z3_get_app_arg(ref, node, i), ctx) for i in range(z3core.Z3_get_app_num_args(ref, node))]
+
+
+def contains(term: z3.ExprRef, target: int) -> bool:
+    """Whether the term with id `target` occurs in `term`, each shared subterm visited once. Walks z3's pointers
+    without Python wrappers: each is held by its parent while `term` lives."""
+    ref, seen, stack = term.ctx.ref(), set(), [term.as_ast()]
+    while stack:
+        node = stack.pop()
+        key = z3core.Z3_get_ast_id(ref, node)
+        if key == target:
+            return True
+        if key not in seen and z3core.Z3_get_ast_kind(ref, node) == z3.Z3_APP_AST:
+            seen.add(key)
+            stack.extend(z3core.Z3_get_app_arg(ref, node, i) for i in range(z3core.Z3_get_app_num_args(ref, node)))
+    return False
 
 
 class Terms:
@@ -30,11 +59,11 @@ class Terms:
             key = node.get_id()
             if key in self.kids:
                 continue
-            kids = node.children()
+            kids = children(node)
             self.nodes[key], self.kids[key] = node, tuple(k.get_id() for k in kids)
-            if z3.is_int_value(node):
+            if isinstance(node, z3.IntNumRef):
                 self.numerals[key] = node.as_long()
-            elif z3.is_app_of(node, z3.Z3_OP_IDIV) or z3.is_app_of(node, z3.Z3_OP_MOD):
+            elif kids and node.decl().kind() in _DIVISIONS:
                 self.divisions.add(key)
             stack.extend(k for k in kids if k.get_id() not in self.kids)
         return [r.get_id() for r in roots]
