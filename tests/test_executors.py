@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -217,6 +218,35 @@ def test_sweep_spreads_shapes_over_a_pool_with_the_in_process_results(tmp_path, 
 
 def _visible_devices(_: int) -> str:
     return os.environ["CUDA_VISIBLE_DEVICES"] + "|" + os.environ["HIP_VISIBLE_DEVICES"]
+
+
+def _mark_then_wait(marker: str, seconds: float) -> str:
+    Path(marker).write_text("started")
+    time.sleep(seconds)
+    return marker
+
+
+def test_closing_a_pool_while_one_worker_is_busy_and_one_idle_stops_both():
+    """An idle worker waits for work holding the call queue's lock and is terminated with it; the busy one,
+    unwound by the same signal, must leave too rather than wait for that lock (close() hung on it: seen once in
+    `optimize`, whose early stop closes the pool while the rest of a batch runs)."""
+    import tempfile
+    import threading
+
+    pool = ProcessPool(2)
+    with tempfile.TemporaryDirectory() as tmp:
+        quick, slow = Path(tmp) / "quick", Path(tmp) / "slow"
+        results = pool.map(_mark_then_wait, [(str(quick), 0.0), (str(slow), 120.0)])
+        assert next(results) == str(quick)  # that worker is idle now, the other busy
+        deadline = time.monotonic() + 60
+        while not slow.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = list(pool._pool._processes.values())
+        closing = threading.Thread(target=pool.close, daemon=True)
+        closing.start()
+        closing.join(30)
+    assert len(workers) == 2 and not closing.is_alive(), "close() waited for a worker stuck on the queue's lock"
+    assert not any(w.is_alive() for w in workers)
 
 
 def test_pool_workers_for_gpu_profiles_own_one_gpu_each(monkeypatch):

@@ -74,6 +74,11 @@ def _call_in_worker(fn: Callable[..., T], call: tuple) -> T:
     _WORKER["busy"] = True
     try:
         return fn(*call)
+    except KeyboardInterrupt:
+        # _on_terminate: the pool is closing and the call has unwound (its sandbox child is gone). Leave now: back
+        # in the pool's loop this worker would wait for the call queue's lock, which an idle worker, terminated
+        # while waiting for work, may have taken with it (close() then waits for this worker forever).
+        os._exit(0)
     finally:
         _WORKER["busy"] = False
 
