@@ -15,10 +15,13 @@ What the H100 showed (tests/fixtures/probes/probe-pending-h100.json, 2026-11-27)
   (together = staggered): a side's copy serves its SMs while the fill is in flight;
 - SMs on opposite sides reading together miss more than one after the other (both sides miss a line
   before either copy exists).
+- a far hit leaves a copy on the reader's side (--copies, tests/fixtures/probes/probe-copies-h100.json): a third
+  SM, of the second reader's side, then reads everything as near hits.
 
     python benchmarks/probe_pending.py OUT.json          # runs ncu on itself
     python benchmarks/probe_pending.py --summary OUT.json
     python benchmarks/probe_pending.py --granularity OUT.json   # one reader under L2 fetch limits 32/64/128 B
+    python benchmarks/probe_pending.py --copies OUT.json        # does a far hit leave a copy on the reader's side?
 """
 
 from __future__ import annotations
@@ -73,6 +76,52 @@ def pair_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, mode, LINES: tl.constex
             tl.store(sink_ptr + role * BLOCK + tl.arange(0, BLOCK), tl.sum(acc, 1))
             if role == 0:
                 tl.atomic_xchg(sync_ptr + 3, 1)
+
+
+@triton.jit
+def chain_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, sm_c, LINES: tl.constexpr, BLOCK: tl.constexpr):
+    """sync: [tickets of A, B, C, A done, B done]. The first program on SM A reads every sector of the buffer,
+    then the first on SM B, then the first on SM C, each once the one before has all its data."""
+    sm = _smid(tl.program_id(0))
+    role = tl.where(sm == sm_a, 0, tl.where(sm == sm_b, 1, tl.where(sm == sm_c, 2, -1)))
+    if role >= 0:
+        if tl.atomic_add(sync_ptr + role, 1) == 0:
+            if role > 0:
+                while tl.atomic_add(sync_ptr + 2 + role, 0) == 0:
+                    pass
+            acc = tl.zeros((BLOCK, 32), tl.int32)
+            for start in range(0, LINES, BLOCK):
+                lines = (start + tl.arange(0, BLOCK))[:, None] * 32 + tl.arange(0, 32)[None, :]
+                acc += tl.load(buf_ptr + lines, cache_modifier=".cg")
+            tl.store(sink_ptr + role * BLOCK + tl.arange(0, BLOCK), tl.sum(acc, 1))
+            if role < 2:
+                tl.atomic_xchg(sync_ptr + 3 + role, 1)
+
+
+def chain_sms(sides: list[int]) -> tuple[int, int, int]:
+    """An SM of side 0, then two SMs of side 1 in different TPCs."""
+    one = [sm for sm, side in enumerate(sides) if side == 1]
+    return sides.index(0), one[0], next(sm for sm in one if sm // 2 != one[0] // 2)
+
+
+def run_copies(out: str) -> int:
+    """The child for --copies: A (side 0), B and C (side 1) read one fresh buffer in turn; and A then B alone."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from swizzleperf.measured_layouts import sm_partition
+
+    a, b, c = chain_sms(sm_partition("h100"))
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for _ in range(REPEATS):
+        for third in (c, -1):
+            buf = torch.ones(LINES * LINE_INTS, dtype=torch.int32, device="cuda")
+            sync = torch.zeros(5, dtype=torch.int32, device="cuda")
+            chain_kernel[(num_sms * 8,)](buf, sync, torch.zeros(3 * 32, dtype=torch.int32, device="cuda"), a, b,
+                                         third, LINES=LINES, BLOCK=32, num_warps=1)
+            torch.cuda.synchronize()
+    Path(out).write_text(json.dumps({"sms": [a, b, c], "device": torch.cuda.get_device_name(0)}))
+    return 0
 
 
 def pair_sms(sides: list[int]) -> dict[str, tuple[int, int]]:
@@ -145,16 +194,16 @@ def run_granularity(out: str) -> int:
     return 0
 
 
-def _profiled(child_flag: str, meta: Path) -> list:
-    """The launches of pair_kernel that ncu profiled in this script's child run with `child_flag`."""
+def _profiled(child_flag: str, meta: Path, kernel: str = "pair_kernel") -> list:
+    """The launches of `kernel` that ncu profiled in this script's child run with `child_flag`."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
     from swizzleperf.profilers.runner import find_tool
 
     done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base", "--cache-control",
-                           "all", "--metrics", ",".join(METRICS), "--kernel-name", "regex:pair_kernel", sys.executable,
+                           "all", "--metrics", ",".join(METRICS), "--kernel-name", f"regex:{kernel}", sys.executable,
                            __file__, child_flag, str(meta)], capture_output=True, text=True, timeout=600)
-    launches = parse_ncu_csv(done.stdout + "\n" + done.stderr, "^pair_kernel$").launches
+    launches = parse_ncu_csv(done.stdout + "\n" + done.stderr, f"^{kernel}$").launches
     if not launches:
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
     return launches
@@ -193,6 +242,26 @@ def main_granularity(out: str) -> int:
     return 0
 
 
+def main_copies(out: str) -> int:
+    """Whether a far hit leaves a copy on the reader's side: a second SM of that side reading after it."""
+    meta = Path(out).with_suffix(".sms.json")
+    launches = _profiled("--copies-child", meta, "chain_kernel")
+    if len(launches) != 2 * REPEATS:
+        return 1
+    cases = ("A (side 0), then B, then C (side 1)", "A (side 0), then B (side 1)")
+    rows = [{"case": cases[i % 2], "repeat": i // 2, **dict(launch.metrics)} for i, launch in enumerate(launches)]
+    Path(out).write_text(json.dumps({**json.loads(meta.read_text()), "lines": LINES, "rows": rows}, indent=1))
+    for case in cases:
+        mine = [r for r in rows if r["case"] == case]
+        mean = {m: round(sum(r[m] for r in mine) / len(mine))
+                for m in (TEX_MISS, FAR_HIT, "lts__d_sectors_fill_device.sum")}
+        print(f"  {case:40s} misses {mean[TEX_MISS]:7d}  far hits {mean[FAR_HIT]:7d}  DRAM fills "
+              f"{mean['lts__d_sectors_fill_device.sum']:7d}")
+    print("  C's share = the first row less the second: misses 0 if B's far hits left copies on side 1, else "
+          "those of side 0's lines again (half)")
+    return 0
+
+
 def summarize(record: dict) -> None:
     """Per case, the mean over repeats, in sectors: the far partition's read lookups (hits), the SMs' read
     requests and the L2's lookups of them (misses), and the sectors filled from DRAM."""
@@ -216,6 +285,10 @@ if __name__ == "__main__":
         sys.exit(run_cases(sys.argv[2]))
     if sys.argv[1:2] == ["--granularity-child"]:
         sys.exit(run_granularity(sys.argv[2]))
+    if sys.argv[1:2] == ["--copies-child"]:
+        sys.exit(run_copies(sys.argv[2]))
+    if sys.argv[1:2] == ["--copies"]:
+        sys.exit(main_copies(sys.argv[2]))
     if sys.argv[1:2] == ["--granularity"]:
         sys.exit(main_granularity(sys.argv[2]))
     if sys.argv[1:2] == ["--summary"]:

@@ -60,3 +60,18 @@ def test_the_fetch_is_the_drivers_l2_fetch_granularity_limit():
         misses = sum(r[probe.TEX_MISS] for r in rows) / len(rows) / record["lines"]
         dram = sum(r["dram__bytes_read.sum"] for r in rows) / len(rows) / record["lines"]
         assert misses == limit // 32 and dram == pytest.approx(limit, rel=0.05)
+
+
+def test_a_far_hit_leaves_a_copy_on_the_readers_side_as_modelled():
+    """probe_pending.py --copies (H100, tests/fixtures/probes/probe-copies-h100.json): SM A (side 0) reads every
+    sector of a fresh 1 MB buffer, then SM B (side 1), then SM C (side 1, another TPC). C's 32768 sectors are all
+    near hits: B's far hits left copies on side 1, as the simulator's partitions do (`replay._l2_access`)."""
+    record = json.loads((ROOT / "tests" / "fixtures" / "probes" / "probe-copies-h100.json").read_text())
+    requested = "l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld.sum"
+    for repeat in range(probe.REPEATS):
+        with_c, without_c = (next(r for r in record["rows"] if r["repeat"] == repeat and r["case"] == case)
+                             for case in ("A (side 0), then B, then C (side 1)", "A (side 0), then B (side 1)"))
+        assert with_c[requested] - without_c[requested] == 32768  # C ran and read the whole buffer
+        for metric in (probe.TEX_MISS, probe.FAR_HIT, probe.FAR_MISS):
+            assert with_c[metric] == without_c[metric], metric  # C made no misses and no far lookups
+        assert with_c[probe.TEX_HIT] - without_c[probe.TEX_HIT] == 32768
