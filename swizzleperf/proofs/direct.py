@@ -23,34 +23,17 @@ def _array(terms: list):
     return (z3.Ast * len(terms))(*[t.as_ast() for t in terms])
 
 
-def _binary(make, result, a, b):
-    ctx = a.ctx
-    a, b = _ast(ctx, a), _ast(ctx, b)
-    return result(make(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+def _relation(make):
+    """The builder of `a OP b` (a a term, b a term or a Python int) for z3's C maker `make` of a Bool term."""
+    def build(a, b) -> z3.BoolRef:
+        ctx = a.ctx
+        a, b = _ast(ctx, a), _ast(ctx, b)
+        return z3.BoolRef(make(ctx.ref(), a.as_ast(), b.as_ast()), ctx)
+    return build
 
 
-def lt(a, b) -> z3.BoolRef:
-    return _binary(z3core.Z3_mk_lt, z3.BoolRef, a, b)
-
-
-def ge(a, b) -> z3.BoolRef:
-    return _binary(z3core.Z3_mk_ge, z3.BoolRef, a, b)
-
-
-def le(a, b) -> z3.BoolRef:
-    return _binary(z3core.Z3_mk_le, z3.BoolRef, a, b)
-
-
-def gt(a, b) -> z3.BoolRef:
-    return _binary(z3core.Z3_mk_gt, z3.BoolRef, a, b)
-
-
-def eq(a, b) -> z3.BoolRef:
-    return _binary(z3core.Z3_mk_eq, z3.BoolRef, a, b)
-
-
-def implies(a, b) -> z3.BoolRef:
-    return _binary(z3core.Z3_mk_implies, z3.BoolRef, a, b)
+lt, le, gt, ge, eq, implies = (_relation(make) for make in (z3core.Z3_mk_lt, z3core.Z3_mk_le, z3core.Z3_mk_gt,
+                                                            z3core.Z3_mk_ge, z3core.Z3_mk_eq, z3core.Z3_mk_implies))
 
 
 def and_(*terms) -> z3.BoolRef:
