@@ -54,6 +54,17 @@ def _smid(x):
 
 
 @triton.jit
+def _read_lines(buf_ptr, sink_ptr, LINES: tl.constexpr, BLOCK: tl.constexpr, SECTORS: tl.constexpr):
+    """Read the first SECTORS 32-byte sectors of each of LINES lines past the L1 (.cg); BLOCK sums to `sink_ptr`
+    so the loads are kept."""
+    acc = tl.zeros((BLOCK, 8 * SECTORS), tl.int32)
+    for start in range(0, LINES, BLOCK):
+        lines = (start + tl.arange(0, BLOCK))[:, None] * 32 + tl.arange(0, 8 * SECTORS)[None, :]
+        acc += tl.load(buf_ptr + lines, cache_modifier=".cg")
+    tl.store(sink_ptr + tl.arange(0, BLOCK), tl.sum(acc, 1))
+
+
+@triton.jit
 def pair_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, mode, LINES: tl.constexpr, BLOCK: tl.constexpr,
                 SECTORS: tl.constexpr):
     """sync: [tickets of A, of B, arrivals, A done]. The first program on each of the two SMs reads the buffer
@@ -69,11 +80,7 @@ def pair_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, mode, LINES: tl.constex
             elif role == 1:
                 while tl.atomic_add(sync_ptr + 3, 0) == 0:
                     pass
-            acc = tl.zeros((BLOCK, 8 * SECTORS), tl.int32)
-            for start in range(0, LINES, BLOCK):
-                lines = (start + tl.arange(0, BLOCK))[:, None] * 32 + tl.arange(0, 8 * SECTORS)[None, :]
-                acc += tl.load(buf_ptr + lines, cache_modifier=".cg")
-            tl.store(sink_ptr + role * BLOCK + tl.arange(0, BLOCK), tl.sum(acc, 1))
+            _read_lines(buf_ptr, sink_ptr + role * BLOCK, LINES, BLOCK, SECTORS)
             if role == 0:
                 tl.atomic_xchg(sync_ptr + 3, 1)
 
@@ -89,11 +96,7 @@ def chain_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, sm_c, LINES: tl.conste
             if role > 0:
                 while tl.atomic_add(sync_ptr + 2 + role, 0) == 0:
                     pass
-            acc = tl.zeros((BLOCK, 32), tl.int32)
-            for start in range(0, LINES, BLOCK):
-                lines = (start + tl.arange(0, BLOCK))[:, None] * 32 + tl.arange(0, 32)[None, :]
-                acc += tl.load(buf_ptr + lines, cache_modifier=".cg")
-            tl.store(sink_ptr + role * BLOCK + tl.arange(0, BLOCK), tl.sum(acc, 1))
+            _read_lines(buf_ptr, sink_ptr + role * BLOCK, LINES, BLOCK, 4)
             if role < 2:
                 tl.atomic_xchg(sync_ptr + 3 + role, 1)
 
