@@ -23,6 +23,7 @@ from swizzleperf.kernel import load_kernel
 from swizzleperf.sim import capture
 from swizzleperf.sim.events import EventBatch, TraceBuilder, distinct_lines, distinct_lines_reference
 from swizzleperf.sim.layout import REGION_ALIGN, VirtualLayout
+from swizzleperf.sim.rounds import round_starts
 from swizzleperf.sim.trace import Trace, TraceMeta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -479,10 +480,30 @@ def captured(tmp_path_factory) -> Captured:
     return Captured(out)
 
 
-def _assert_same(a: Trace, b: Trace) -> None:
+def _assert_same(a: Trace, b: Trace, sites: bool = True) -> None:
     assert (a.line_bytes, a.sector_bytes) == (b.line_bytes, b.sector_bytes)
-    for field in ("program_offsets", "event_offsets", "is_store", "lines", "sectors"):
+    for field in ("program_offsets", "event_offsets", "is_store", "lines", "sectors", *(("sites",) if sites else ())):
         assert np.array_equal(getattr(a, field), getattr(b, field)), field
+
+
+def _rounds_of(trace: Trace, p: int) -> list[list[int]]:
+    """Program p's events grouped into the rounds the simulator issues together, as event indices."""
+    program = trace.program(p)
+    stores = np.array([program.is_store[program.event_offsets[e]] for e in range(program.num_events)], bool)
+    starts = np.flatnonzero(round_starts(program.sites, stores, np.array([program.num_events])))
+    return [list(range(a, b)) for a, b in zip(starts, [*starts[1:], program.num_events])]
+
+
+def test_sites_mark_loop_iterations_and_straight_line_loads(captured):
+    gemm = captured.trace("gemm-check", "fast")
+    sites = gemm.program(0).sites.tolist()
+    steps = (len(sites) - 1) // 2  # A and B tiles per K step, then the C store
+    assert steps > 1 and sites[:-1] == sites[:2] * steps and sites[0] != sites[1] and sites[-1] not in sites[:2]
+    assert _rounds_of(gemm, 0) == [[2 * k, 2 * k + 1] for k in range(steps)] + [[2 * steps]]
+    stencil = captured.trace("stencil2d-check", "fast")
+    inner = 4  # a tile with all four neighbours: its five loads go out together, then the store
+    assert len(set(stencil.program(inner).sites.tolist())) == 6
+    assert _rounds_of(stencil, inner) == [[0, 1, 2, 3, 4], [5]]
 
 
 # --- fast mode == reference mode --------------------------------------------------------------
@@ -523,7 +544,9 @@ def test_fast_mode_falls_back_where_it_cannot_be_exact(captured, name, reason):
 
 
 def test_descriptor_loads_record_their_box_like_masked_pointers(captured):
-    _assert_same(captured.trace("descriptor", "reference"), captured.trace("descriptor_twin", "reference"))
+    descriptor, twin = captured.trace("descriptor", "reference"), captured.trace("descriptor_twin", "reference")
+    _assert_same(descriptor, twin, sites=False)  # two kernels: the same accesses from different source lines
+    assert _rounds_of(descriptor, 0) == _rounds_of(twin, 0)
 
 
 @pytest.mark.parametrize("mode", ["fast", "reference"])
@@ -684,10 +707,12 @@ def test_numba_extractor_matches_the_numpy_oracle(layout):
 def test_builder_orders_batches_by_program_and_drops_empty_events():
     builder = TraceBuilder(4, 128, 32)
     late = EventBatch(np.array([3, 1]))
-    late.add(np.array([7, 8, 9]), np.array([1, 2, 3], np.uint8), np.array([2, 1]), is_store=False)  # 3: [7, 8], 1: [9]
-    late.add(np.array([5]), np.array([4], np.uint8), np.array([1]), is_store=True)  # shared: both store [5]
+    late.add(np.array([7, 8, 9]), np.array([1, 2, 3], np.uint8), np.array([2, 1]), is_store=False,
+             site=11)  # 3: [7, 8], 1: [9]
+    late.add(np.array([5]), np.array([4], np.uint8), np.array([1]), is_store=True, site=12)  # shared: both store [5]
     early = EventBatch(np.array([0, 2]))
-    early.add(np.array([1]), np.array([15], np.uint8), np.array([0, 1]), is_store=False)  # program 0: no active lane
+    early.add(np.array([1]), np.array([15], np.uint8), np.array([0, 1]), is_store=False,
+              site=13)  # program 0: no active lane
     builder.commit(late)
     builder.commit(early)
     trace = builder.build()
@@ -695,6 +720,7 @@ def test_builder_orders_batches_by_program_and_drops_empty_events():
     assert [trace.program(p).lines.tolist() for p in range(4)] == [[], [9, 5], [1], [7, 8, 5]]
     assert [trace.program(p).sectors.tolist() for p in range(4)] == [[], [3, 4], [15], [1, 2, 4]]
     assert trace.is_store.tolist() == [False, True, False, False, False, True]
+    assert trace.sites.tolist() == [11, 12, 13, 11, 12]  # per event, the empty one dropped
     assert trace.accesses_per_program().tolist() == [0, 2, 1, 3]
 
 

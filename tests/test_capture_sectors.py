@@ -48,7 +48,7 @@ def group_sectors(fine: Trace, line_bytes: int) -> Trace:
     event_offsets = np.concatenate([[0], np.cumsum(starts)])[fine.event_offsets]
     return Trace(lines=lines[first], is_store=fine.is_store[first], event_offsets=event_offsets,
                  program_offsets=fine.program_offsets, line_bytes=line_bytes,
-                 sectors=np.bitwise_or.reduceat(bits, first), sector_bytes=fine.line_bytes)
+                 sectors=np.bitwise_or.reduceat(bits, first), sector_bytes=fine.line_bytes, sites=fine.sites)
 
 
 @pytest.fixture(scope="module")

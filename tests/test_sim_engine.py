@@ -28,12 +28,14 @@ class LocalTrace:
     line_bytes: int
     sectors: np.ndarray | None = None
     sector_bytes: int | None = None
+    sites: np.ndarray | None = None
 
 
 def make_trace(programs: list[list[list[int]]], stores: set[tuple[int, int]] = frozenset(),
-               masks: dict[int, int] | None = None) -> LocalTrace:
+               masks: dict[int, int] | None = None, sites: list[list[int]] | None = None) -> LocalTrace:
     """programs[p][e] = the lines of event e of captured program p; `stores` holds the (p, e) that are
-    stores; `masks` (line -> 4-bit mask of 32 B sectors) makes a sectored trace."""
+    stores; `masks` (line -> 4-bit mask of 32 B sectors) makes a sectored trace; `sites[p][e]` is the
+    instruction of event e of program p."""
     events = [(p, e, event) for p, program in enumerate(programs) for e, event in enumerate(program)]
     lines = np.array([line for _, _, event in events for line in event], dtype=np.int64)
     store = np.array([(p, e) in stores for p, e, event in events for _ in event], dtype=bool)
@@ -43,7 +45,8 @@ def make_trace(programs: list[list[list[int]]], stores: set[tuple[int, int]] = f
         lines=lines, is_store=store.reshape(lines.shape),
         event_offsets=np.cumsum([0] + [len(event) for _, _, event in events], dtype=np.int64),
         program_offsets=np.cumsum([0] + [len(p) for p in programs], dtype=np.int64),
-        line_bytes=LINE, **sectored)
+        line_bytes=LINE, sites=None if sites is None else np.array([x for ps in sites for x in ps], np.int32),
+        **sectored)
 
 
 def make_spec(num_domains=8, sets=4, ways=2, set_index="modulo", policy="round_robin", chunk=1,
@@ -77,8 +80,24 @@ def oracle_first_wave(hw: HardwareSpec) -> list[int]:
     return wave
 
 
-def oracle_domain_streams(programs, program_for_slot, hw, detail=False) -> list[list]:
-    """Per domain, the line stream its CUs issue; with `detail`, (cu, program, event, line) items."""
+def oracle_round_starts(program_sites: list[int], program_stores: list[bool]) -> list[bool]:
+    """rounds.py's rule, plainly: a round begins at the first event, at an instruction already in the round,
+    at a store once the round holds a load, and at a new instruction after a loop's iteration."""
+    starts, current, seen, in_loop = [], [], set(), False
+    for site, store in zip(program_sites, program_stores):
+        start = (not current or site in [s for s, _ in current] or (store and any(not st for _, st in current))
+                 or (in_loop and site not in seen))
+        if start:
+            current, in_loop = [], site in seen
+        current.append((site, store))
+        seen.add(site)
+        starts.append(start)
+    return starts
+
+
+def oracle_domain_streams(programs, program_for_slot, hw, detail=False, round_starts=None) -> list[list]:
+    """Per domain, the line stream its CUs issue; with `detail`, (cu, program, event, line) items.
+    `round_starts[p][e]`: event e of program p begins a round (default: every event does)."""
     domains = 1 if hw.dispatch.policy == "in_order" else hw.num_domains
     queues = [[] for _ in range(domains)]
     for slot, program in enumerate(program_for_slot):
@@ -102,10 +121,13 @@ def oracle_domain_streams(programs, program_for_slot, hw, detail=False) -> list[
         while any(rotation):
             finished = []
             for position, running in enumerate(rotation):
-                if running:  # a position keeps the CU it started on
-                    program, e, event = running.popleft()
+                if running:  # a position keeps the CU it started on; it issues one round per turn
                     cu = cu_of[position]
-                    stream.extend((cu, program, e, line) if detail else line for line in event)
+                    while True:
+                        program, e, event = running.popleft()
+                        stream.extend((cu, program, e, line) if detail else line for line in event)
+                        if not running or round_starts is None or round_starts[program][running[0][1]]:
+                            break
                     if not running:
                         finished.append(position)
             # positions that finished this turn take the next programs in hashed order
@@ -171,13 +193,17 @@ def oracle_fetched_beside(missing: set, sectors: set, hw: HardwareSpec) -> set:
     return {s for m in missing for s in range(m // block * block, m // block * block + block)} - sectors
 
 
-def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None):
+def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None, sites=None):
     """Per domain: (L2 read lookups, read hits, first fetches, write lookups, L1 lookups, L1 hits, DRAM
     fetches, promoted misses), in sectors, from the definitions: loads through the CU's L1, then its near L2
     partition and the line's home; a miss fetches its whole fetch block; stores allocate in the L2."""
     spl = hw.sectors_per_line
     out = []
-    for stream in oracle_domain_streams(programs, program_for_slot, hw, detail=True):
+    round_starts = None if sites is None else [
+        # an event without lines carries no store flag in a trace (its flags live on its lines)
+        oracle_round_starts(sites[p], [(p, e) in stores and bool(ev) for e, ev in enumerate(programs[p])])
+        for p in range(len(programs))]
+    for stream in oracle_domain_streams(programs, program_for_slot, hw, detail=True, round_starts=round_starts):
         l2 = OraclePartitionedL2(hw)
         l1 = [OracleCache(hw.l1_sets, hw.l1_ways, "hash") for _ in range(hw.cus_per_domain)]
         fetched, c = set(), dict(reads=0, hits=0, first=0, writes=0, l1=0, l1_hits=0, dram=0, promoted=0)
@@ -263,13 +289,15 @@ def test_matches_oracle_on_random_traces_and_remaps(name):
     hw = CONFIGS[name]
     rng = np.random.default_rng(sorted(CONFIGS).index(name))
     totals = np.zeros(8, dtype=int)
-    for _ in range(6):
+    for trial in range(6):
         programs = random_programs(rng, int(rng.integers(1, 41)), line_range=int(rng.integers(4, 80)))
         stores = {(p, e) for p, program in enumerate(programs) for e in range(len(program)) if rng.random() < 0.2}
         masks = {line: int(rng.integers(1, 16)) for line in range(400)}
-        trace = make_trace(programs, stores, masks)
+        # half the traces name each event's instruction from a few, so rounds (and loops) occur
+        sites = [rng.integers(0, 4, len(program)).tolist() for program in programs] if trial % 2 else None
+        trace = make_trace(programs, stores, masks, sites)
         for perm in (np.arange(len(programs)), rng.permutation(len(programs))):
-            expected = oracle_counts(programs, perm, hw, stores, masks)
+            expected = oracle_counts(programs, perm, hw, stores, masks, sites)
             assert engine_counts(simulate(trace, perm, hw)) == expected
             totals += np.array(expected).sum(axis=0)
     assert totals[1] > 0 and totals[3] > 0, "the random traces must produce read hits and writes to compare"
@@ -511,3 +539,17 @@ def test_a_one_sector_read_that_misses_fetches_the_64_byte_half_as_the_h100_show
     wide = simulate(make_trace([lines], masks={line: 0b0011 for line in range(4096)}), np.arange(1), hw)
     assert (wide.total(PROMOTED_MISSES), wide.total(DRAM_FETCHES)) == (0, 2048)  # a whole half: nothing beside it
     assert any("fetches the 64 B block" in note for note in alone.to_report("k", "s", hw).notes)
+
+
+def test_a_round_reaches_the_cache_before_the_next_program_issues():
+    # one domain, two positions, a one-line cache. A and B each load line 1 then line 2. Issued one event
+    # per turn they interleave 1 1 2 2 (two hits); as rounds (two instructions, no loop), each program's
+    # loads go out together: 1 2 1 2, no hit.
+    hw = make_spec(1, sets=1, ways=1, policy="in_order", resident=2)
+    programs = [[[1], [2]], [[1], [2]]]
+    assert simulate(make_trace(programs), np.arange(2), hw).hits.tolist() == [2]
+    rounds = simulate(make_trace(programs, sites=[[7, 8], [7, 8]]), np.arange(2), hw)
+    assert rounds.hits.tolist() == [0]
+    # the same instruction twice is a loop: one event per round again
+    assert simulate(make_trace(programs, sites=[[7, 7], [7, 7]]), np.arange(2), hw).hits.tolist() == [2]
+    assert oracle_domain_streams(programs, [0, 1], hw, round_starts=[[True, False], [True, False]]) == [[1, 2, 1, 2]]

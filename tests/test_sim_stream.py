@@ -15,7 +15,7 @@ from swizzleperf.sim.trace import Trace
 def as_trace(local) -> Trace:
     return Trace(lines=local.lines, is_store=local.is_store, event_offsets=local.event_offsets,
                  program_offsets=local.program_offsets, line_bytes=local.line_bytes, sectors=local.sectors,
-                 sector_bytes=local.sector_bytes)
+                 sector_bytes=local.sector_bytes, sites=local.sites)
 
 
 def random_case(seed: int, programs: int = 40, line_range: int = 80):
@@ -23,7 +23,8 @@ def random_case(seed: int, programs: int = 40, line_range: int = 80):
     progs = random_programs(rng, programs, line_range)
     stores = {(p, e) for p, program in enumerate(progs) for e in range(len(program)) if rng.random() < 0.2}
     masks = {line: int(rng.integers(1, 16)) for line in range(400)}
-    return as_trace(make_trace(progs, stores, masks)), rng.permutation(len(progs))
+    sites = [rng.integers(0, 4, len(program)).tolist() for program in progs] if seed % 2 else None  # rounds
+    return as_trace(make_trace(progs, stores, masks, sites)), rng.permutation(len(progs))
 
 
 def count_chunks(monkeypatch) -> list[int]:
@@ -60,8 +61,10 @@ def test_stored_program_matches_the_trace(tmp_path):
     stored = StoredTrace(write_trace(trace, tmp_path / "t.runs"))
     for p in (0, 5, 11):
         want, got = trace.program(p), stored.program(p)
-        for field in ("lines", "is_store", "event_offsets", "sectors"):
+        for field in ("lines", "is_store", "event_offsets", "sectors", "sites"):
             assert np.array_equal(getattr(want, field), getattr(got, field)), field
+    without = StoredTrace(write_trace(random_case(4, programs=12)[0], tmp_path / "u.runs"))
+    assert without.expanded.sites is None  # a trace that did not record sites reads back without them
 
 
 # --- set sampling ------------------------------------------------------------------------------------

@@ -11,9 +11,10 @@ import numpy as np
 
 from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, resample_masks
 from swizzleperf.sim.replay import QUEUED, fill_first_wave, replay_chunk
+from swizzleperf.sim.rounds import round_starts
 from swizzleperf.sim.runs import RunFile, encode_runs, line_ids
 
-RUN_BYTES, EVENT_BYTES = 21, 9  # a run in a chunk (start, length, mask, line id), an event (offset, store flag)
+RUN_BYTES, EVENT_BYTES = 21, 14  # a run in a chunk (start, length, mask, line id), an event (offset, flags, site)
 
 
 class MemoryRuns:
@@ -32,13 +33,14 @@ class MemoryRuns:
         self.ev_store[nonempty] = prepared.is_store[prepared.event_offsets[:-1][nonempty]]
         self.program_offsets = prepared.program_offsets
         self.nev = np.diff(prepared.program_offsets)
+        self.ev_round = round_starts(prepared.sites, self.ev_store, self.nev)
         self.spl = prepared.sectors_per_line
         self._masks: dict[int, np.ndarray] = {}
 
     def gather(self, programs: np.ndarray, spl: int):
         if spl not in self._masks:
             self._masks[spl] = resample_masks(self.masks, self.spl, spl)
-        chunk = (self.starts, self.lens, self._masks[spl], self.ids, self.ev_off, self.ev_store)
+        chunk = (self.starts, self.lens, self._masks[spl], self.ids, self.ev_off, self.ev_store, self.ev_round)
         return chunk, self.program_offsets[programs], self.program_offsets[programs + 1]
 
 
@@ -50,6 +52,7 @@ class FileRuns:
         self.nev = file.index["nev"]
         self.spl = sectors_per_line
         self.bytes_per_program = file.index["nruns"] * RUN_BYTES + file.index["nev"] * EVENT_BYTES
+        self.has_sites = bool(file.header.get("has_sites", True))
         self.in_memory = int(self.bytes_per_program.sum()) <= budget
         self._whole: dict[int, tuple] = {}
 
@@ -64,7 +67,8 @@ class FileRuns:
     def _read(self, programs: np.ndarray, spl: int):
         g = self.file.gather(programs)
         ids = line_ids(self.file.index["iv_lo"], self.file.iv_base, g.starts)
-        chunk = (g.starts, g.lens, resample_masks(g.masks, self.spl, spl), ids, g.ev_off, g.ev_store)
+        rounds = round_starts(g.ev_site if self.has_sites else None, g.ev_store, g.prog_hi - g.prog_lo)
+        chunk = (g.starts, g.lens, resample_masks(g.masks, self.spl, spl), ids, g.ev_off, g.ev_store, rounds)
         return chunk, g.prog_lo, g.prog_hi
 
 
@@ -147,7 +151,7 @@ def streamed_bounds(source: FileRuns, spl: int, budget: int) -> TraceBounds:
     while lo < n:
         hi = max(lo + 1, int(np.searchsorted(cum, (cum[lo - 1] if lo else 0) + budget, side="right")))
         chunk, _, _ = source._read(np.arange(lo, min(hi, n)), spl)
-        _bounds_pass(*chunk, read, written, totals)
+        _bounds_pass(*chunk[:6], read, written, totals)
         lo = hi
     return TraceBounds(trace_accesses=int(source.file.index["accesses"].sum()), read_sectors=int(totals[0]),
                        write_sectors=int(totals[1]), read_only_unique=int(_POPCOUNT[read & ~written].sum()))

@@ -19,8 +19,11 @@ Residency
 Interleaving (what the cache sees)
   - The resident programs sit in a rotation of `resident` positions; position i starts on the CU
     the measured first-wave sequence gives it (`HardwareSpec.first_wave_cus`) and keeps it. A *turn* visits the positions
-    in order; each resident program issues exactly one event (one load or store instruction: all
-    its distinct lines, back to back) per turn. All programs run at the same speed.
+    in order; each resident program issues one *round* per turn: the load and store instructions it
+    has in flight together, each with all its distinct lines, back to back (rounds.py: the loads of
+    straight-line code, one loop iteration, a store after the loads it writes). A trace without the
+    instructions' sites issues one instruction per turn. All programs run at the same speed: a turn
+    is one memory round trip.
   - When a program issues its last event, the next program of the domain's queue takes its
     position and issues its first event on the next turn. Positions that finish in the same turn
     take the next programs in a hashed (arbitrary, reproducible) order, not in position order.

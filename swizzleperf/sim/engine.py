@@ -159,7 +159,9 @@ def model_notes(hw: HardwareSpec) -> list[str]:
         "prediction, not a measurement: the captured memory trace replayed through a model of the caches",
         dispatch,
         f"{hw.resident_programs_per_domain} programs resident per domain ({hw.cus_per_domain} CUs x "
-        f"{hw.programs_per_cu} per CU), issuing one load/store each per turn in rotation; "
+        f"{hw.programs_per_cu} per CU), each issuing one round per turn in rotation (the loads it has in flight "
+        f"together: straight-line loads, one loop iteration, then its stores; a load whose address comes from "
+        f"loaded data is not told apart); "
         f"a finished program is replaced by the next queued one on the same CU" + (
             ", those finishing in one turn in a hashed order (an H100's scheduler walks its SM order instead, keeping "
             "consecutive programs on one L2 side more often)" if hw.l2_partitions > 1 else ""),

@@ -222,19 +222,22 @@ class EventBatch:
     sectors: list[np.ndarray] = field(default_factory=list)  # uint8, one mask per line
     counts: list[np.ndarray] = field(default_factory=list)   # [P] or [1]
     stores: list[bool] = field(default_factory=list)
+    sites: list[int] = field(default_factory=list)  # the instruction of each event (sites.py)
 
-    def add(self, lines: np.ndarray, sectors: np.ndarray, counts: np.ndarray, is_store: bool) -> None:
+    def add(self, lines: np.ndarray, sectors: np.ndarray, counts: np.ndarray, is_store: bool, site: int) -> None:
         self.lines.append(lines)
         self.sectors.append(sectors)
         self.counts.append(counts)
         self.stores.append(is_store)
+        self.sites.append(site)
 
-    def program_major(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(lines, sector masks, per-event sizes, per-event store flags) ordered program by program,
-        empty events dropped."""
+    def program_major(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(lines, sector masks, per-event sizes, per-event store flags, per-event sites) ordered program by
+        program, empty events dropped."""
         n_prog, n_ev = len(self.programs), len(self.lines)
         if not n_ev:
-            return np.empty(0, np.int64), np.empty(0, np.uint8), np.zeros((n_prog, 0), np.int64), np.zeros(n_ev, bool)
+            return (np.empty(0, np.int64), np.empty(0, np.uint8), np.zeros((n_prog, 0), np.int64), np.zeros(n_ev, bool),
+                    np.zeros(n_ev, np.int32))
         counts = np.stack([np.broadcast_to(c, (n_prog,)) for c in self.counts]).astype(np.int64)  # [E, P]
         shared = np.array([c.shape[0] == 1 and n_prog > 1 for c in self.counts])
         total = int(counts.sum())
@@ -242,7 +245,7 @@ class EventBatch:
         interleave = _compiled("interleave")
         interleave(np.concatenate(self.lines).astype(np.int64, copy=False), counts, shared, lines)
         interleave(np.concatenate(self.sectors).astype(np.uint8, copy=False), counts, shared, sectors)
-        return lines, sectors, counts.T, np.array(self.stores, bool)
+        return lines, sectors, counts.T, np.array(self.stores, bool), np.array(self.sites, np.int32)
 
 
 class TraceBuilder:
@@ -255,7 +258,7 @@ class TraceBuilder:
         self.num_programs = num_programs
         self.line_bytes = line_bytes
         self.sector_bytes = sector_bytes
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._parts: list[tuple[np.ndarray, ...]] = []
         self.done = 0
         self.writer = None if spill is None else RunWriter(spill, num_programs, line_bytes, sector_bytes)
 
@@ -263,10 +266,10 @@ class TraceBuilder:
         if self.writer is None:
             self._parts.append((batch.programs, *batch.program_major()))
         else:
-            lines, sectors, sizes, stores = batch.program_major()  # sizes: [P, E], empty events included
+            lines, sectors, sizes, stores, sites = batch.program_major()  # sizes: [P, E], empty events included
             keep = sizes > 0
             self.writer.add(batch.programs, lines, sectors, sizes[keep], np.broadcast_to(stores, sizes.shape)[keep],
-                            keep.sum(axis=1))
+                            keep.sum(axis=1), np.broadcast_to(sites, sizes.shape)[keep])
         self.done += len(batch.programs)
 
     def build(self) -> Trace:
@@ -278,15 +281,16 @@ class TraceBuilder:
             return StoredTrace(self.writer.finish())
         cols: dict[str, list[np.ndarray]] = {k: [np.empty(0, d)] for k, d in (
             ("programs", np.int64), ("lines", np.int64), ("sectors", np.uint8), ("ev_sizes", np.int64),
-            ("ev_store", bool), ("n_events", np.int64), ("n_accesses", np.int64))}
-        for progs, ln, sectors, sizes, stores in self._parts:  # sizes: [P, E], empty events included
+            ("ev_store", bool), ("ev_site", np.int32), ("n_events", np.int64), ("n_accesses", np.int64))}
+        for progs, ln, sectors, sizes, stores, sites in self._parts:  # sizes: [P, E], empty events included
             keep = sizes > 0
             for k, v in (("programs", progs), ("lines", ln), ("sectors", sectors), ("ev_sizes", sizes[keep]),
                          ("ev_store", np.broadcast_to(stores, sizes.shape)[keep]),
+                         ("ev_site", np.broadcast_to(sites, sizes.shape)[keep]),
                          ("n_events", keep.sum(axis=1)), ("n_accesses", sizes.sum(axis=1))):
                 cols[k].append(v)
-        programs, lines, sectors, ev_sizes, ev_store, n_events, n_accesses = (np.concatenate(cols[k]) for k in (
-            "programs", "lines", "sectors", "ev_sizes", "ev_store", "n_events", "n_accesses"))
+        programs, lines, sectors, ev_sizes, ev_store, ev_site, n_events, n_accesses = (np.concatenate(cols[k]) for k in (
+            "programs", "lines", "sectors", "ev_sizes", "ev_store", "ev_site", "n_events", "n_accesses"))
         if not np.array_equal(np.sort(programs), np.arange(self.num_programs)):
             raise TraceCaptureError("internal: batches do not cover every program exactly once")
 
@@ -297,12 +301,12 @@ class TraceBuilder:
             acc_start = np.cumsum(n_accesses) - n_accesses
             acc_idx = _gather_runs(acc_start[order], n_accesses[order])
             lines, sectors = lines[acc_idx], sectors[acc_idx]
-            ev_sizes, ev_store, n_events = ev_sizes[ev_idx], ev_store[ev_idx], n_events[order]
+            ev_sizes, ev_store, ev_site, n_events = ev_sizes[ev_idx], ev_store[ev_idx], ev_site[ev_idx], n_events[order]
         event_offsets = np.concatenate([[0], np.cumsum(ev_sizes)]).astype(np.int64)
         program_offsets = np.concatenate([[0], np.cumsum(n_events)]).astype(np.int64)
         return Trace(lines=lines, is_store=np.repeat(ev_store, ev_sizes), event_offsets=event_offsets,
                      program_offsets=program_offsets, line_bytes=self.line_bytes, sectors=sectors,
-                     sector_bytes=self.sector_bytes)
+                     sector_bytes=self.sector_bytes, sites=ev_site)
 
 
 def _gather_runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -35,6 +35,7 @@ from swizzleperf.sim.batched_ops import batched_interpreter
 from swizzleperf.sim.batched_values import Diverged, Expired
 from swizzleperf.sim.events import EventBatch, TraceBuilder, distinct_lines, sector_shifts
 from swizzleperf.sim.interp_reference import PreparedLaunch, language_patched
+from swizzleperf.sim.sites import instruction_site
 
 LANE_BUDGET = 1 << 20   # lanes of one memory instruction across a batch (pointer arrays of 8 MiB)
 HELD_BUDGET = 1 << 23   # lanes of pointer arrays that unforced lazy loads may keep alive
@@ -88,7 +89,7 @@ class BatchedCapture:
         if m is not None and m.shape[0] != p.shape[0]:
             raise TraceCaptureError(f"internal: mask lanes {mask.shape} do not match pointer lanes {ptrs.shape}")
         lines, sectors, counts = distinct_lines(self.layout, self.shifts, p, m, self._fault)
-        self.batch.add(lines, sectors, counts, is_store)
+        self.batch.add(lines, sectors, counts, is_store, instruction_site())
         self._max_lanes = max(self._max_lanes, p.shape[0])
         return lines, sectors
 

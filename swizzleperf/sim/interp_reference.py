@@ -27,6 +27,7 @@ import numpy as np
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.sim.events import EventBatch, TraceBuilder, distinct_lines_reference, sector_shifts
 from swizzleperf.sim.layout import VirtualLayout
+from swizzleperf.sim.sites import instruction_site
 from swizzleperf.sim.trace import ProgramTrace, Trace
 
 HOOKED_BUILDER_METHODS = ("set_grid_idx", "create_masked_load", "create_masked_store",
@@ -73,7 +74,7 @@ class ReferenceRecorder:
             raise TraceCaptureError("internal: a memory access before the launch set up its program")
         lines, sectors = distinct_lines_reference(self.layout, self.shifts, ptrs, True if mask is None else mask)
         if lines.size:
-            self.current.add(lines, sectors, np.array([lines.size], np.int64), is_store)
+            self.current.add(lines, sectors, np.array([lines.size], np.int64), is_store, instruction_site())
 
     def save_old(self, ptrs: np.ndarray, mask: np.ndarray | None, dtype: np.dtype) -> None:
         """Before a write: remember what it overwrites, so `undo_writes` can put memory back."""
@@ -93,7 +94,8 @@ class ReferenceRecorder:
 
     def _batch(self, pid: int, index: int) -> EventBatch:
         batch = self.events.get(pid) or EventBatch(programs=np.array([pid], np.int64))
-        return EventBatch(np.array([index], np.int64), batch.lines, batch.sectors, batch.counts, batch.stores)
+        return EventBatch(np.array([index], np.int64), batch.lines, batch.sectors, batch.counts, batch.stores,
+                          batch.sites)
 
     def build(self, programs: Sequence[int]) -> Trace:
         """The trace of `programs`, renumbered 0..len-1 in the order given."""
@@ -103,10 +105,10 @@ class ReferenceRecorder:
         return builder.build()
 
     def program_trace(self, pid: int) -> ProgramTrace:
-        lines, sectors, sizes, stores = self._batch(pid, 0).program_major()
+        lines, sectors, sizes, stores, sites = self._batch(pid, 0).program_major()
         sizes = sizes[0]
         return ProgramTrace(lines, np.repeat(stores, sizes), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-                            sectors)
+                            sectors, sites[sizes > 0])
 
 
 @contextlib.contextmanager

@@ -185,7 +185,7 @@ class LaunchCapture:
             self._run_alone(launch, pid, recorder)
             want, got = recorder.program_trace(pid), trace.program(pid)
             if not all(np.array_equal(getattr(want, f), getattr(got, f))
-                       for f in ("lines", "sectors", "is_store", "event_offsets")):
+                       for f in ("lines", "sectors", "is_store", "event_offsets", "sites")):
                 raise NeedsReference(
                     f"program {pid} re-run in reference mode recorded {want.num_events} events / "
                     f"{len(want.lines)} lines, fast mode {got.num_events} / {len(got.lines)}")

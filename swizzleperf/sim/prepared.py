@@ -33,6 +33,7 @@ class PreparedTrace:
     unique_lines: int  # distinct lines in the whole trace
     line_bytes: int
     sectors_per_line: int
+    sites: np.ndarray | None = None  # int32[n_events]: each event's instruction (sites.py); None: unknown
     _resampled: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -167,6 +168,16 @@ def _sector_masks(trace, n_accesses: int) -> tuple[np.ndarray, int]:
     return masks, per_line
 
 
+def _sites(trace: "Trace", n_events: int) -> np.ndarray | None:
+    sites = getattr(trace, "sites", None)
+    if sites is None:
+        return None
+    sites = np.ascontiguousarray(sites, dtype=np.int32)
+    if sites.shape != (n_events,):
+        raise TraceCaptureError(f"malformed trace: {sites.shape[0]} sites for {n_events} events; re-capture the trace")
+    return sites
+
+
 def _prepare(trace: "Trace") -> PreparedTrace:
     lines = np.ascontiguousarray(trace.lines, dtype=np.int64)
     if lines.ndim != 1:
@@ -185,4 +196,5 @@ def _prepare(trace: "Trace") -> PreparedTrace:
     unique = _dense_line_ids(lines, np.argsort(lines, kind="stable"), line_ids)
     return PreparedTrace(lines=lines, is_store=np.ascontiguousarray(trace.is_store, dtype=np.bool_), sectors=masks,
                          event_offsets=event_offsets, program_offsets=program_offsets, line_ids=line_ids,
-                         unique_lines=int(unique), line_bytes=int(trace.line_bytes), sectors_per_line=per_line)
+                         unique_lines=int(unique), line_bytes=int(trace.line_bytes), sectors_per_line=per_line,
+                         sites=_sites(trace, event_offsets.shape[0] - 1))

@@ -1,6 +1,6 @@
 """The numba pass over one domain, fed a compact (run) trace chunk by chunk.
 
-The dispatch model (dispatch.py) interleaves a domain's resident programs one event per turn, so
+The dispatch model (dispatch.py) interleaves a domain's resident programs one round per turn, so
 the pass needs only the programs resident now and the next ones of the queue. `replay_domain`
 loads the queue in chunks that fit a memory budget: a chunk holds the programs still running (from
 the event they reached) and the next queued ones; the pass stops at a turn boundary when fewer
@@ -114,7 +114,7 @@ def _issue_event(event, cu, chunk, l2, l2_geometry, partition_of_cu, partitions,
     """One load or store instruction of a program on CU `cu`: each line of each of its runs, in order.
     Stores go straight to the L2, which allocates the written sectors without fetching them (a write
     lookup always hits), and leave the L1 alone."""
-    starts, lens, masks, ids, ev_off, ev_store = chunk
+    starts, lens, masks, ids, ev_off, ev_store, _ = chunk
     near = partition_of_cu[cu]
     store = ev_store[event]
     for r in range(ev_off[event], ev_off[event + 1]):
@@ -201,10 +201,15 @@ def replay_chunk(chunk, prog_lo, prog_hi, final, rotation, state, l2, l2_geometr
             event = next_event[i]
             if event == end_event[i]:
                 continue
-            _issue_event(event, cu_of[i], chunk, l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, spl,
-                         seen_bits, sample, counts)
-            next_event[i] = event + 1
-            if event + 1 == end_event[i]:
+            round_start = chunk[6]
+            while True:  # one round: up to the next event that starts one
+                _issue_event(event, cu_of[i], chunk, l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry,
+                             spl, seen_bits, sample, counts)
+                event += 1
+                if event == end_event[i] or round_start[event]:
+                    break
+            next_event[i] = event
+            if event == end_event[i]:
                 finished[count] = i
                 count += 1
         if count:

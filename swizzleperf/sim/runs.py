@@ -5,8 +5,8 @@ runs (start line, length, sector mask) instead of one record per line: an attent
 128 lines is one 13-byte run instead of 128 x 21 bytes. A run breaks where the next line is not
 the next address or its sector mask differs, so partial tiles keep their exact masks.
 
-On disk a trace is one file: a JSON header, then five columns (run starts, lengths, masks; runs
-per event, store flag per event), then a per-program index and the merged line intervals. The
+On disk a trace is one file: a JSON header, then six columns (run starts, lengths, masks; runs
+per event, store flag and site per event), then a per-program index and the merged line intervals. The
 columns are appended batch by batch while capture runs (`RunWriter`), so capture holds one batch,
 not the trace; `RunFile` reads any set of programs back (the simulator's chunks).
 """
@@ -24,10 +24,10 @@ import numpy as np
 
 from swizzleperf.errors import TraceCaptureError
 
-MAGIC = b"SWZRUNS1"
+MAGIC = b"SWZRUNS2"  # 2: the site column
 HEADER_BYTES = 4096
 COLUMNS = (("starts", np.int64), ("lens", np.int32), ("masks", np.uint8), ("ev_runs", np.int32),
-           ("ev_store", np.uint8))
+           ("ev_store", np.uint8), ("ev_site", np.int32))
 INDEX = ("run_lo", "nruns", "ev_lo", "nev", "accesses")  # int64 per program (launch id)
 
 
@@ -119,7 +119,7 @@ class RunWriter:
         self.intervals = Intervals()
 
     def add(self, programs: np.ndarray, lines: np.ndarray, masks: np.ndarray, ev_sizes: np.ndarray,
-            ev_store: np.ndarray, prog_nev: np.ndarray) -> None:
+            ev_store: np.ndarray, prog_nev: np.ndarray, ev_site: np.ndarray) -> None:
         """Programs' non-empty events, program-major: `ev_sizes` lines each, `prog_nev` events per program."""
         ev_off = np.concatenate([[0], np.cumsum(ev_sizes)]).astype(np.int64)
         starts, lens, rmasks, ev_runs = encode_runs(lines, masks, ev_off)
@@ -132,7 +132,7 @@ class RunWriter:
         idx["nev"][programs] = prog_nev
         idx["accesses"][programs] = np.diff(ev_off[first_ev])
         for name, values in (("starts", starts), ("lens", lens), ("masks", rmasks), ("ev_runs", ev_runs),
-                             ("ev_store", ev_store.astype(np.uint8))):
+                             ("ev_store", ev_store.astype(np.uint8)), ("ev_site", ev_site.astype(np.int32))):
             self.parts[name].write(np.ascontiguousarray(values).tobytes())
             self.written[name] += values.shape[0]
         self.intervals.add(starts, lens.astype(np.int64))
@@ -180,12 +180,13 @@ class Gathered:
     masks: np.ndarray  # uint8[R]
     ev_off: np.ndarray  # int64[E + 1]: event e = runs ev_off[e]:ev_off[e+1]
     ev_store: np.ndarray  # bool[E]
+    ev_site: np.ndarray  # int32[E]
     prog_lo: np.ndarray  # int64[Q]: program i = events prog_lo[i]:prog_hi[i]
     prog_hi: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self, f).nbytes for f in ("starts", "lens", "masks", "ev_off", "ev_store"))
+        return sum(getattr(self, f).nbytes for f in ("starts", "lens", "masks", "ev_off", "ev_store", "ev_site"))
 
 
 class RunFile:
@@ -238,11 +239,13 @@ class RunFile:
                         masks=self._gather_column("masks", ix["run_lo"], ix["nruns"], np.uint8),
                         ev_off=ev_off,
                         ev_store=self._gather_column("ev_store", ix["ev_lo"], ix["nev"], np.uint8).view(np.bool_),
+                        ev_site=self._gather_column("ev_site", ix["ev_lo"], ix["nev"], np.int32),
                         prog_lo=prog_ev[:-1], prog_hi=prog_ev[1:])
 
     def bytes_per_program(self) -> np.ndarray:
-        """Memory one program takes in a chunk: runs (21 B with its id) and events (9 B)."""
-        return self.index["nruns"] * 21 + self.index["nev"] * 9
+        """Memory one program takes in a chunk: runs (21 B with its id) and events (14 B: offset, store flag,
+        site, round start)."""
+        return self.index["nruns"] * 21 + self.index["nev"] * 14
 
     def close(self) -> None:
         self._f.close()

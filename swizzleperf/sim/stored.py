@@ -26,8 +26,10 @@ def write_trace(trace: Trace, path: Path) -> Path:
         sizes = np.diff(trace.event_offsets)
         store = np.zeros(sizes.shape[0], np.bool_)
         store[sizes > 0] = trace.is_store[trace.event_offsets[:-1][sizes > 0]]
+        sites = np.zeros(sizes.shape[0], np.int32) if trace.sites is None else trace.sites
+        writer.meta["has_sites"] = trace.sites is not None
         writer.add(np.arange(trace.num_programs), trace.lines, trace.sector_masks(), sizes, store,
-                   np.diff(trace.program_offsets))
+                   np.diff(trace.program_offsets), sites)
         return writer.finish()
     except BaseException:
         writer.abort()
@@ -46,6 +48,7 @@ class StoredTrace:
         self.num_programs = int(header["num_programs"])
         self.num_events = int(header["num_events"])
         self.num_accesses = int(header["num_accesses"])
+        self.has_sites = bool(header.get("has_sites", True))
 
     def __reduce__(self):
         """Pickled by path (an executor's worker reopens the file; the open handle cannot travel)."""
@@ -72,7 +75,7 @@ class StoredTrace:
                      event_offsets=np.concatenate([[0], np.cumsum(ev_lines)]).astype(np.int64),
                      program_offsets=np.concatenate([g.prog_lo[:1], g.prog_hi]).astype(np.int64),
                      line_bytes=self.line_bytes, sectors=masks if self.sector_bytes else None,
-                     sector_bytes=self.sector_bytes)
+                     sector_bytes=self.sector_bytes, sites=g.ev_site if self.has_sites else None)
 
     @cached_property
     def expanded(self) -> Trace:
@@ -85,6 +88,7 @@ class StoredTrace:
     event_offsets = property(lambda self: self.expanded.event_offsets)
     program_offsets = property(lambda self: self.expanded.program_offsets)
     sectors = property(lambda self: self.expanded.sectors)
+    sites = property(lambda self: self.expanded.sites)
 
     def accesses_per_program(self) -> np.ndarray:
         return self.file.index["accesses"].copy()

@@ -8,8 +8,9 @@ Addresses live in a stable virtual layout (see `layout.py`): every tensor argume
 gets its own aligned base, so a trace is identical across runs and processes. An *event* is one
 load or store instruction of one program; it holds the distinct lines its active lanes touch,
 sorted, and for each line a bit mask of the sectors touched (bit i: bytes [i*S, (i+1)*S) of the
-line for sectors of S bytes). Events with no active lane are not recorded; an atomic
-read-modify-write is one store.
+line for sectors of S bytes), and the instruction's site (sites.py: which load or store of the
+kernel's source it is, so a loop's iterations can be told apart). Events with no active lane are
+not recorded; an atomic read-modify-write is one store.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from swizzleperf.errors import TraceCaptureError
 
-TRACE_FORMAT_VERSION = 2
+TRACE_FORMAT_VERSION = 3  # 3: each event's site
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class ProgramTrace:
     is_store: np.ndarray
     event_offsets: np.ndarray
     sectors: np.ndarray | None = None  # as Trace.sectors
+    sites: np.ndarray | None = None  # as Trace.sites
 
     @property
     def num_events(self) -> int:
@@ -54,12 +56,15 @@ class Trace:
     line_bytes: int
     sectors: np.ndarray | None = None  # uint8 [n_accesses]: sectors of the line touched; None: the whole line
     sector_bytes: int | None = None    # None: one sector per line
+    sites: np.ndarray | None = None    # int32 [n_events]: each event's instruction (sites.py); None: unknown
 
     def __post_init__(self):
         n_acc, n_ev = len(self.lines), len(self.event_offsets) - 1
         if (self.sectors is None) != (self.sector_bytes is None) or (
                 self.sectors is not None and len(self.sectors) != n_acc):
             raise TraceCaptureError("inconsistent trace arrays: sector masks need a sector size and one mask per line")
+        if self.sites is not None and len(self.sites) != n_ev:
+            raise TraceCaptureError(f"inconsistent trace arrays: {len(self.sites)} sites for {n_ev} events")
         if (len(self.is_store) != n_acc or n_ev < 0 or len(self.program_offsets) < 1
                 or self.event_offsets[0] != 0 or self.event_offsets[-1] != n_acc
                 or self.program_offsets[0] != 0 or self.program_offsets[-1] != n_ev):
@@ -89,7 +94,8 @@ class Trace:
         offsets = self.event_offsets[e0:e1 + 1]
         lo, hi = offsets[0], offsets[-1]
         sectors = None if self.sectors is None else self.sectors[lo:hi]
-        return ProgramTrace(self.lines[lo:hi], self.is_store[lo:hi], offsets - lo, sectors)
+        sites = None if self.sites is None else self.sites[e0:e1]
+        return ProgramTrace(self.lines[lo:hi], self.is_store[lo:hi], offsets - lo, sectors, sites)
 
     def accesses_per_program(self) -> np.ndarray:
         return np.diff(self.event_offsets[self.program_offsets])
@@ -112,14 +118,15 @@ class Trace:
         return (self.line_bytes == other.line_bytes and self.sector_bytes == other.sector_bytes
                 and all(np.array_equal(getattr(self, f), getattr(other, f))
                         for f in ("lines", "is_store", "event_offsets", "program_offsets"))
-                and (self.sectors is None) == (other.sectors is None)
-                and (self.sectors is None or np.array_equal(self.sectors, other.sectors)))
+                and all((a is None) == (b is None) and (a is None or np.array_equal(a, b))
+                        for a, b in ((self.sectors, other.sectors), (self.sites, other.sites))))
 
     def save(self, path: Path, meta: TraceMeta) -> None:
         """Write `path` (.npz) and its metadata beside it (.json); `write_atomically` for shared places."""
         path = Path(path)
         sectored = {} if self.sectors is None else {"sectors": self.sectors,
                                                     "sector_bytes": np.int64(self.sector_bytes)}
+        sectored |= {} if self.sites is None else {"sites": self.sites}
         with open(path, "wb") as f:
             np.savez(f, lines=self.lines, is_store=self.is_store, event_offsets=self.event_offsets,
                      program_offsets=self.program_offsets, line_bytes=np.int64(self.line_bytes), **sectored)
@@ -133,7 +140,8 @@ class Trace:
                 return cls(lines=z["lines"], is_store=z["is_store"], event_offsets=z["event_offsets"],
                            program_offsets=z["program_offsets"], line_bytes=int(z["line_bytes"]),
                            sectors=z["sectors"] if sectored else None,
-                           sector_bytes=int(z["sector_bytes"]) if sectored else None)
+                           sector_bytes=int(z["sector_bytes"]) if sectored else None,
+                           sites=z["sites"] if "sites" in z.files else None)
         except (OSError, KeyError, ValueError) as exc:
             raise TraceCaptureError(f"cannot read trace {path}: {exc}; delete it to capture again") from exc
 
