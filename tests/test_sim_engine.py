@@ -82,15 +82,13 @@ def oracle_first_wave(hw: HardwareSpec) -> list[int]:
 
 def oracle_round_starts(program_sites: list[int], program_stores: list[bool]) -> list[bool]:
     """rounds.py's rule, plainly: a round begins at the first event, at an instruction already in the round,
-    at a store once the round holds a load, and at a new instruction after a loop's iteration."""
-    starts, current, seen, in_loop = [], [], set(), False
+    and at a store once the round holds a load."""
+    starts, current = [], []
     for site, store in zip(program_sites, program_stores):
-        start = (not current or site in [s for s, _ in current] or (store and any(not st for _, st in current))
-                 or (in_loop and site not in seen))
+        start = not current or site in [s for s, _ in current] or (store and any(not st for _, st in current))
         if start:
-            current, in_loop = [], site in seen
+            current = []
         current.append((site, store))
-        seen.add(site)
         starts.append(start)
     return starts
 

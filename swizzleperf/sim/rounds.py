@@ -6,11 +6,13 @@ reach the L2 together, the program that started first ahead of the next), and a 
 iteration for the data the iteration consumes. The simulator's turn (dispatch.py) therefore issues
 one *round* per program: the events from one round start to the next. A round starts at a program's
 first event, at an event whose instruction (its site, sites.py) already issued in the current round
-(the loop's next iteration), at an event of a new instruction after a loop's iteration (the loop
-has ended, and its last iteration's data was consumed before the code after it runs), and at a
-store once the round holds a load (a store writes data the loads bring). Not detected: a load whose address comes from loaded data (spmv's gather through its
-column indices) joins its round although the GPU must wait for the index first. A trace without
-sites issues every event as its own round.
+(the loop's next iteration), and at a store once the round holds a load (a store writes data the
+loads bring). Not detected: a load whose address comes from loaded data (spmv's gather through its
+column indices) joins its round although the GPU must wait for the index first; the code after a
+loop joins the loop's last iteration (a round that also waited for the loop's last data made
+softmax's and layernorm's predictions worse against the H100's counters: Triton pipelines a loop's
+loads ahead of the code that consumes them); and a loop pipelined several iterations deep issues
+one iteration per round here. A trace without sites issues every event as its own round.
 """
 
 from __future__ import annotations
@@ -20,19 +22,19 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def _round_starts(sites, stores, first_seen, program_events, out):
+def _round_starts(sites, stores, program_events, out):
     first = 0
     for p in range(program_events.shape[0]):
-        round_first, in_loop = first, False
+        round_first = first
         for e in range(first, first + program_events[p]):
             repeated = False
             has_load = False
             for k in range(round_first, e):
                 repeated |= sites[k] == sites[e]
                 has_load |= not stores[k]
-            start = e == first or repeated or (stores[e] and has_load) or (in_loop and first_seen[e])
+            start = e == first or repeated or (stores[e] and has_load)
             if start:
-                round_first, in_loop = e, not first_seen[e]
+                round_first = e
             out[e] = start
         first += program_events[p]
 
@@ -42,11 +44,7 @@ def round_starts(sites: np.ndarray | None, stores: np.ndarray, program_events: n
     event's site and store flag). Without sites every event begins a round."""
     if sites is None:
         return np.ones(stores.shape[0], np.bool_)
-    sites = np.ascontiguousarray(sites, np.int64)
-    program_events = np.ascontiguousarray(program_events, np.int64)
-    program = np.repeat(np.arange(program_events.shape[0], dtype=np.int64), program_events)
-    first_seen = np.zeros(sites.shape[0], np.bool_)
-    first_seen[np.unique((program << 32) | sites, return_index=True)[1]] = True
     out = np.empty(stores.shape[0], np.bool_)
-    _round_starts(sites, np.ascontiguousarray(stores, np.bool_), first_seen, program_events, out)
+    _round_starts(np.ascontiguousarray(sites, np.int32), np.ascontiguousarray(stores, np.bool_),
+                  np.ascontiguousarray(program_events, np.int64), out)
     return out
