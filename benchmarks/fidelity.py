@@ -3,12 +3,14 @@
     python benchmarks/fidelity.py measure OUT.json [--kernels K ...]   # on an NVIDIA GPU with ncu
     python benchmarks/fidelity.py compare OUT.json [--hardware h100] [--repeats OUT2.json ...]  # anywhere
     python benchmarks/fidelity.py merge OUT.json PART.json ... [--kernels K ...]  # parts measured side by side
+    python benchmarks/fidelity.py requests OUT.json ... [--hardware h100] [--l1-ways N]  # the L1's filtering
 
 `measure` profiles every suite kernel at its default size (attention at mha64_4k) under the
 identity, the recorded best remap and the search space's family defaults (one ncu run per kernel,
 `--cache-control all`), and writes the raw counters. `compare` simulates the same remaps with the
 preset of the measured GPU and prints, per kernel, the rank correlation and mean absolute error of
-the read hit rate and of DRAM bytes, and the pooled figures.
+the read hit rate and of DRAM bytes, and the pooled figures. `requests` checks what the L1 passes on:
+the L2 read requests of each kernel's identity launch, predicted and counted by ncu.
 """
 
 from __future__ import annotations
@@ -162,6 +164,38 @@ def cmd_from_raw(args) -> int:
     return 0
 
 
+def cmd_requests(args) -> int:
+    """The L2 read requests (the L1's misses) of each kernel's identity launch, predicted against ncu's."""
+    import numpy as np
+
+    from swizzleperf.fidelity.compare import hardware_for
+    from swizzleperf.fidelity.records import Measurement
+    from swizzleperf.hardware import resolve
+    from swizzleperf.kernel import load_kernel
+    from swizzleperf.profilers.ncu import read_requests
+    from swizzleperf.profilers.sim import SimProfiler
+
+    hw, _ = resolve(args.hardware)
+    if args.l1_ways:
+        hw = hw.model_copy(update={"l1_ways": args.l1_ways})
+    errors = []
+    print(f"L2 read requests (sectors) of each identity launch: sim ({hw.name}, {hw.l1_ways}-way L1) against ncu")
+    for path in args.measurements:
+        for record in Measurement.model_validate_json(Path(path).read_text()).kernels:
+            if record.error or not record.remaps:
+                continue
+            kernel, remap = load_kernel(_kernel_path(record.kernel)), record.remaps[0]
+            report = SimProfiler(hardware_for(record, hw), gpu_occupancy=False).profile(kernel, remap.source, record.size)
+            measured = read_requests(remap.metrics)[0]
+            programs = int(np.prod(kernel.grid(record.size)))
+            errors.append((report.accesses - measured) / measured)
+            print(f"  {record.kernel:14s} sim {report.accesses:>12,} ncu {measured:>14,.0f} ({100 * errors[-1]:+.1f} %); "
+                  f"per program {report.accesses / programs:,.1f} / {measured / programs:,.1f}", flush=True)
+    if errors:
+        print(f"mean |error| {100 * np.mean(np.abs(errors)):.1f} % over {len(errors)} kernels")
+    return 0
+
+
 def cmd_merge(args) -> int:
     """One measurement from parts of one run measured side by side, one `measure --kernels` per GPU."""
     from swizzleperf.fidelity.records import Measurement, merged
@@ -203,8 +237,13 @@ def main() -> int:
     g.add_argument("out")
     g.add_argument("parts", nargs="+")
     g.add_argument("--kernels", nargs="*", default=[], help="keep only these (default: all)")
+    q = sub.add_parser("requests", help="the L2 read requests the L1 passes on, predicted against ncu (no GPU needed)")
+    q.add_argument("measurements", nargs="+")
+    q.add_argument("--hardware", default="h100")
+    q.add_argument("--l1-ways", type=int, default=0, help="override the preset's L1 associativity")
     args = parser.parse_args()
-    return {"measure": cmd_measure, "compare": cmd_compare, "from-raw": cmd_from_raw, "merge": cmd_merge}[args.command](args)
+    return {"measure": cmd_measure, "compare": cmd_compare, "from-raw": cmd_from_raw, "merge": cmd_merge,
+            "requests": cmd_requests}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -115,9 +115,9 @@ SIZES = {
     # for the left / right views: ~1,060 line accesses per tile, 2.7 M in all; 2.1 M are reads, of
     # which 0.49 M lines are read-only and compulsory: the read ceiling is 77 %. 41 tile columns is
     # odd, so under the identity neither horizontal nor vertical neighbours share an XCD. The
-    # simulator (mi300x preset; each CU's L1 catches ~45 % of the reads, a program's own re-reads)
-    # predicts L2 read hit rates of 35 % for the identity and 56 % for XCD-contiguous then
-    # row-major (bands of ~8 tile rows per XCD), which fetches within 1.3 % of the compulsory lines.
+    # simulator (mi300x preset; each CU's L1 catches ~61 % of the reads, a program's own re-reads)
+    # predicts L2 read hit rates of 9 % for the identity and 39 % for XCD-contiguous then
+    # row-major (bands of ~8 tile rows per XCD), which fetches within 1.5 % of the compulsory lines.
     "medium": {"NX": 2000, "NY": 2600},
     "large": {"NX": 8000, "NY": 10400},
 }

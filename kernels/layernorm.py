@@ -106,7 +106,7 @@ SIZES = {
     # Llama-2-13B hidden size over 4096 tokens, 5 chunks of 1024 columns: 20,480 programs, each
     # 5 x 32 lines of the row (phase 1) + 32 lines each of x, weight, bias and y (phase 2) =
     # 288 line accesses: 5.9 M in all. Under the identity a row's 5 programs run on 5 different
-    # XCDs. The simulator (mi300x preset) predicts L2 read hit rates of 32 % for the identity and
+    # XCDs. The simulator (mi300x preset) predicts L2 read hit rates of 30 % for the identity and
     # 86 % for XCD-contiguous (all chunks of a row on one XCD; read ceiling 87 %), which fetches
     # within 0.4 % of the compulsory lines.
     "medium": {"rows": 4096, "cols": 5120, "chunks": 5},

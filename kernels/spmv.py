@@ -124,7 +124,7 @@ SIZES = {
     # and x gathers (1-2 + 1-2 + ~6 lines, then ~1 + 1 + ~3), one y store: about 19 line accesses,
     # 5.0 M in all. The simulator (mi300x preset) predicts 1.33 M L2 read misses for the identity
     # (every XCD fetches all of x and row_ptr, and both halves of each straddling line; read hit
-    # rate 64 %) and 0.70 M for XCD-contiguous, the compulsory count (read hit rate 60 %: each CU's
+    # rate 59 %) and 0.70 M for XCD-contiguous, the compulsory count (read hit rate 59 %: each CU's
     # L1 then catches the x lines its neighbouring rows share, so the L2 sees half the reads).
     "medium": {"n": 262_144, "half_width": 128, "slots": 48},
     "large": {"n": 4_194_304, "half_width": 256, "slots": 64},

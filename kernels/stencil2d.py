@@ -92,11 +92,11 @@ SIZES = {
     # 128 x 64 = 8,192 tiles, each 64 lines of the tile (centre load, up and down shifted by a row:
     # 3 x 64), left and right (2 x 96 with the neighbour lines) and 64 stored: 448 line accesses,
     # 3.7 M in all; 3.1 M reads of 0.52 M read-only lines of x: the read ceiling is 83 % (most of
-    # it a program re-reading its own lines, which the CU's L1 serves: ~52 % of reads in the
-    # simulator). 64 tile columns put vertical neighbours on one XCD under the identity, horizontal
-    # ones never. The simulator (mi300x preset) predicts L2 read hit rates of 31 % for the identity
-    # and 65 % for XCD-contiguous then row-major (bands of 16 tile rows per XCD), which fetches
-    # within 0.4 % of the compulsory lines.
+    # it a program re-reading its own lines, which the CU's L1 serves: ~64 % of reads in the
+    # simulator, whose program issues its five loads together). 64 tile columns put vertical
+    # neighbours on one XCD under the identity, horizontal ones never. The simulator (mi300x preset)
+    # predicts L2 read hit rates of 9 % for the identity and 54 % for XCD-contiguous then row-major
+    # (bands of 16 tile rows per XCD), which fetches within 0.4 % of the compulsory lines.
     "medium": {"M": 4096, "N": 4096},
     "large": {"M": 16384, "N": 16384},
 }
