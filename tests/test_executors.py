@@ -249,6 +249,39 @@ def test_closing_a_pool_while_one_worker_is_busy_and_one_idle_stops_both():
     assert not any(w.is_alive() for w in workers)
 
 
+def _mark_then_swallow_the_interrupt(marker: str, seconds: float) -> str:
+    """A call that turns the pool's interrupt into an ordinary result (as a cleanup error inside an evaluation
+    could) and returns to the pool's loop."""
+    Path(marker).write_text("started")
+    try:
+        time.sleep(seconds)
+    except KeyboardInterrupt:
+        return "swallowed"
+    return marker
+
+
+def test_closing_a_pool_stops_a_worker_whose_call_swallows_the_interrupt():
+    """The busy worker's call returns normally after SIGTERM; back in the pool's loop it would wait for the queue's
+    lock that the terminated idle worker held (seen in `optimize`: the summary printed, then no exit)."""
+    import tempfile
+    import threading
+
+    pool = ProcessPool(2)
+    with tempfile.TemporaryDirectory() as tmp:
+        quick, slow = Path(tmp) / "quick", Path(tmp) / "slow"
+        results = pool.map(_mark_then_swallow_the_interrupt, [(str(quick), 0.0), (str(slow), 120.0)])
+        assert next(results) == str(quick)
+        deadline = time.monotonic() + 60
+        while not slow.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = list(pool._pool._processes.values())
+        closing = threading.Thread(target=pool.close, daemon=True)
+        closing.start()
+        closing.join(30)
+    assert len(workers) == 2 and not closing.is_alive(), "close() waited for a worker that went back to the queue"
+    assert not any(w.is_alive() for w in workers)
+
+
 def test_pool_workers_for_gpu_profiles_own_one_gpu_each(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
     pool = ProcessPool(4)  # more workers than GPUs: one per GPU

@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -35,6 +36,7 @@ from swizzleperf.history import Attempt
 
 T = TypeVar("T")
 _WORKER: dict = {"evaluator": None, "device": None, "busy": False}  # a worker's own state
+UNWIND_SECONDS = 5.0  # how long a terminated worker's call may take to unwind before the worker ends anyway
 
 
 def visible_gpus() -> list[str]:
@@ -59,9 +61,13 @@ def _start_worker(evaluator: bytes | None, gpus) -> None:
 
 def _on_terminate(signum, frame) -> None:
     """Busy: unwind the call, which kills the sandbox child running for it (in a session of its own, it
-    would outlive this worker); idle: leave quietly."""
+    would outlive this worker), and end the worker however the unwinding goes (a call may turn the
+    interrupt into an ordinary failure and return; back in the pool's loop the worker would wait for the
+    call queue's lock, which an idle worker terminated while waiting for work may have taken with it,
+    and close() would wait for it forever); idle: leave quietly."""
     if _WORKER["busy"]:
         _WORKER["busy"] = False
+        threading.Timer(UNWIND_SECONDS, os._exit, (0,)).start()
         raise KeyboardInterrupt
     os._exit(0)
 
@@ -74,10 +80,7 @@ def _call_in_worker(fn: Callable[..., T], call: tuple) -> T:
     _WORKER["busy"] = True
     try:
         return fn(*call)
-    except KeyboardInterrupt:
-        # _on_terminate: the pool is closing and the call has unwound (its sandbox child is gone). Leave now: back
-        # in the pool's loop this worker would wait for the call queue's lock, which an idle worker, terminated
-        # while waiting for work, may have taken with it (close() then waits for this worker forever).
+    except KeyboardInterrupt:  # _on_terminate: the pool is closing and the call has unwound; leave now
         os._exit(0)
     finally:
         _WORKER["busy"] = False
