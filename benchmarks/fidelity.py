@@ -185,11 +185,13 @@ def cmd_requests(args) -> int:
             if record.error or not record.remaps:
                 continue
             kernel, remap = load_kernel(_kernel_path(record.kernel)), record.remaps[0]
-            report = SimProfiler(hardware_for(record, hw), gpu_occupancy=False).profile(kernel, remap.source, record.size)
+            profiler = SimProfiler(hardware_for(record, hw), gpu_occupancy=False)
+            report = profiler.profile(kernel, remap.source, record.size)
             measured = read_requests(remap.metrics)[0]
             programs = int(np.prod(kernel.grid(record.size)))
             errors.append((report.accesses - measured) / measured)
-            print(f"  {record.kernel:14s} sim {report.accesses:>12,} ncu {measured:>14,.0f} ({100 * errors[-1]:+.1f} %); "
+            print(f"  {record.kernel:14s} sim {report.accesses:>12,} ncu {measured:>14,.0f} "
+                  f"({100 * errors[-1]:+.1f} %); "
                   f"per program {report.accesses / programs:,.1f} / {measured / programs:,.1f}", flush=True)
     if errors:
         print(f"mean |error| {100 * np.mean(np.abs(errors)):.1f} % over {len(errors)} kernels")

@@ -14,7 +14,8 @@ from swizzleperf.sim.replay import QUEUED, fill_first_wave, replay_chunk
 from swizzleperf.sim.rounds import round_starts
 from swizzleperf.sim.runs import RunFile, encode_runs, line_ids
 
-RUN_BYTES, EVENT_BYTES = 21, 14  # a run in a chunk (start, length, mask, line id), an event (offset, flags, site)
+# in a chunk: a run (start, length, mask, line id), an event (offset, store flag, site, round start)
+RUN_BYTES, EVENT_BYTES = 21, 14
 
 
 class MemoryRuns:

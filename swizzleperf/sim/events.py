@@ -289,8 +289,9 @@ class TraceBuilder:
                          ("ev_site", np.broadcast_to(sites, sizes.shape)[keep]),
                          ("n_events", keep.sum(axis=1)), ("n_accesses", sizes.sum(axis=1))):
                 cols[k].append(v)
-        programs, lines, sectors, ev_sizes, ev_store, ev_site, n_events, n_accesses = (np.concatenate(cols[k]) for k in (
-            "programs", "lines", "sectors", "ev_sizes", "ev_store", "ev_site", "n_events", "n_accesses"))
+        names = ("programs", "lines", "sectors", "ev_sizes", "ev_store", "ev_site", "n_events", "n_accesses")
+        programs, lines, sectors, ev_sizes, ev_store, ev_site, n_events, n_accesses = (
+            np.concatenate(cols[k]) for k in names)
         if not np.array_equal(np.sort(programs), np.arange(self.num_programs)):
             raise TraceCaptureError("internal: batches do not cover every program exactly once")
 

@@ -187,6 +187,7 @@ def replay_chunk(chunk, prog_lo, prog_hi, final, rotation, state, l2, l2_geometr
     `rotation` = (next_event, end_event, cu_of, prog_of) per position, `state` = (positions, active, turn,
     queued) in chunk-local program indices; both persist between chunks. Returns True when done."""
     next_event, end_event, cu_of, _ = rotation
+    round_start = chunk[6]
     positions, active, turn, queued = state[POSITIONS], state[ACTIVE], state[TURN], state[QUEUED]
     finished = np.empty(max(positions, 1), dtype=np.int64)
     done = False
@@ -201,7 +202,6 @@ def replay_chunk(chunk, prog_lo, prog_hi, final, rotation, state, l2, l2_geometr
             event = next_event[i]
             if event == end_event[i]:
                 continue
-            round_start = chunk[6]
             while True:  # one round: up to the next event that starts one
                 _issue_event(event, cu_of[i], chunk, l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry,
                              spl, seen_bits, sample, counts)
