@@ -4,8 +4,9 @@
 
 The trace is built directly (no capture) with the access pattern of kernels/softmax.py on fp32:
 each of `rows * chunks` programs reads its whole row in 4 KB blocks (phase 1), then re-reads and
-writes its own chunk block by block (phase 2); tensors sit in the capture's virtual layout (2 MiB
-aligned). The defaults ("large": 65536 programs) give 42 M line accesses.
+writes its own chunk block by block (phase 2), each loop's load and store instructions named as a capture
+names them (a site each), so the replay issues them in rounds as it would softmax's; tensors sit in the
+capture's virtual layout (2 MiB aligned). The defaults ("large": 65536 programs) give 42 M line accesses.
 
 Printed: trace build and `prepare` time (once per trace), numba warm-up (compile, or load from
 the on-disk cache after the first run; excluded from throughput), then per remap and set-index
@@ -53,12 +54,13 @@ def softmax_trace(rows: int, cols: int, chunks: int, line_bytes: int) -> Trace:
     phase1_events = row_lines // lines_per_block
     events_per_program = phase1_events + 2 * chunk_blocks
     store_event = np.r_[np.zeros(phase1_events, bool), np.tile([False, True], chunk_blocks)]
+    site = np.r_[np.zeros(phase1_events, np.int32), np.tile(np.array([1, 2], np.int32), chunk_blocks)]  # rounds.py
     return Trace(
         lines=lines.ravel(),
         is_store=np.broadcast_to(np.repeat(store_event, lines_per_block), lines.shape).ravel(),
         event_offsets=np.arange(program.size * events_per_program + 1, dtype=np.int64) * lines_per_block,
         program_offsets=np.arange(program.size + 1, dtype=np.int64) * events_per_program,
-        line_bytes=line_bytes)
+        line_bytes=line_bytes, sites=np.tile(site, program.size))
 
 
 def row_grouped(num_programs: int, num_domains: int) -> np.ndarray:
