@@ -226,17 +226,16 @@ def _mark_then_wait(marker: str, seconds: float) -> str:
     return marker
 
 
-def test_closing_a_pool_while_one_worker_is_busy_and_one_idle_stops_both():
-    """An idle worker waits for work holding the call queue's lock and is terminated with it; the busy one,
-    unwound by the same signal, must leave too rather than wait for that lock (close() hung on it: seen once in
-    `optimize`, whose early stop closes the pool while the rest of a batch runs)."""
+def _close_with_one_worker_busy_and_one_idle(call) -> tuple[list, bool]:
+    """Run `call(marker, seconds)` twice on a 2-worker pool, a quick one and a slow one; once the slow one has
+    started, close the pool from a thread. Returns (the workers, whether close() returned within 30 s)."""
     import tempfile
     import threading
 
     pool = ProcessPool(2)
     with tempfile.TemporaryDirectory() as tmp:
         quick, slow = Path(tmp) / "quick", Path(tmp) / "slow"
-        results = pool.map(_mark_then_wait, [(str(quick), 0.0), (str(slow), 120.0)])
+        results = pool.map(call, [(str(quick), 0.0), (str(slow), 120.0)])
         assert next(results) == str(quick)  # that worker is idle now, the other busy
         deadline = time.monotonic() + 60
         while not slow.exists() and time.monotonic() < deadline:
@@ -245,7 +244,15 @@ def test_closing_a_pool_while_one_worker_is_busy_and_one_idle_stops_both():
         closing = threading.Thread(target=pool.close, daemon=True)
         closing.start()
         closing.join(30)
-    assert len(workers) == 2 and not closing.is_alive(), "close() waited for a worker stuck on the queue's lock"
+    return workers, not closing.is_alive()
+
+
+def test_closing_a_pool_while_one_worker_is_busy_and_one_idle_stops_both():
+    """An idle worker waits for work holding the call queue's lock and is terminated with it; the busy one,
+    unwound by the same signal, must leave too rather than wait for that lock (close() hung on it: seen once in
+    `optimize`, whose early stop closes the pool while the rest of a batch runs)."""
+    workers, closed = _close_with_one_worker_busy_and_one_idle(_mark_then_wait)
+    assert len(workers) == 2 and closed, "close() waited for a worker stuck on the queue's lock"
     assert not any(w.is_alive() for w in workers)
 
 
@@ -263,22 +270,8 @@ def _mark_then_swallow_the_interrupt(marker: str, seconds: float) -> str:
 def test_closing_a_pool_stops_a_worker_whose_call_swallows_the_interrupt():
     """The busy worker's call returns normally after SIGTERM; back in the pool's loop it would wait for the queue's
     lock that the terminated idle worker held (seen in `optimize`: the summary printed, then no exit)."""
-    import tempfile
-    import threading
-
-    pool = ProcessPool(2)
-    with tempfile.TemporaryDirectory() as tmp:
-        quick, slow = Path(tmp) / "quick", Path(tmp) / "slow"
-        results = pool.map(_mark_then_swallow_the_interrupt, [(str(quick), 0.0), (str(slow), 120.0)])
-        assert next(results) == str(quick)
-        deadline = time.monotonic() + 60
-        while not slow.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        workers = list(pool._pool._processes.values())
-        closing = threading.Thread(target=pool.close, daemon=True)
-        closing.start()
-        closing.join(30)
-    assert len(workers) == 2 and not closing.is_alive(), "close() waited for a worker that went back to the queue"
+    workers, closed = _close_with_one_worker_busy_and_one_idle(_mark_then_swallow_the_interrupt)
+    assert len(workers) == 2 and closed, "close() waited for a worker that went back to the queue"
     assert not any(w.is_alive() for w in workers)
 
 
