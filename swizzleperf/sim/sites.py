@@ -41,12 +41,12 @@ def _is_library(filename: str) -> bool:
     return resolved.startswith(_library_prefixes())
 
 
-def instruction_site(depth: int = 1) -> int:
+def instruction_site() -> int:
     """A number for the kernel source position that made the current memory instruction: the kernel's
     frames on the call stack (function name, line, bytecode offset), hashed; 0 when no kernel frame is
     found. The same for every program and every capture of the same source, so the fast and the
     reference interpreter agree."""
-    frame = sys._getframe(depth)
+    frame = sys._getframe(1)
     key = []
     while frame is not None:
         code = frame.f_code
