@@ -184,10 +184,6 @@ class Gathered:
     prog_lo: np.ndarray  # int64[Q]: program i = events prog_lo[i]:prog_hi[i]
     prog_hi: np.ndarray
 
-    @property
-    def nbytes(self) -> int:
-        return sum(getattr(self, f).nbytes for f in ("starts", "lens", "masks", "ev_off", "ev_store", "ev_site"))
-
 
 class RunFile:
     """A trace file, open for reading programs (the index and intervals stay in memory)."""
@@ -241,11 +237,6 @@ class RunFile:
                         ev_store=self._gather_column("ev_store", ix["ev_lo"], ix["nev"], np.uint8).view(np.bool_),
                         ev_site=self._gather_column("ev_site", ix["ev_lo"], ix["nev"], np.int32),
                         prog_lo=prog_ev[:-1], prog_hi=prog_ev[1:])
-
-    def bytes_per_program(self) -> np.ndarray:
-        """Memory one program takes in a chunk: runs (21 B with its id) and events (14 B: offset, store flag,
-        site, round start)."""
-        return self.index["nruns"] * 21 + self.index["nev"] * 14
 
     def close(self) -> None:
         self._f.close()

@@ -124,12 +124,12 @@ class Trace:
     def save(self, path: Path, meta: TraceMeta) -> None:
         """Write `path` (.npz) and its metadata beside it (.json); `write_atomically` for shared places."""
         path = Path(path)
-        sectored = {} if self.sectors is None else {"sectors": self.sectors,
+        optional = {} if self.sectors is None else {"sectors": self.sectors,
                                                     "sector_bytes": np.int64(self.sector_bytes)}
-        sectored |= {} if self.sites is None else {"sites": self.sites}
+        optional |= {} if self.sites is None else {"sites": self.sites}
         with open(path, "wb") as f:
             np.savez(f, lines=self.lines, is_store=self.is_store, event_offsets=self.event_offsets,
-                     program_offsets=self.program_offsets, line_bytes=np.int64(self.line_bytes), **sectored)
+                     program_offsets=self.program_offsets, line_bytes=np.int64(self.line_bytes), **optional)
         meta_path(path).write_text(meta.model_dump_json(indent=1))
 
     @classmethod
