@@ -114,15 +114,21 @@ def run_statistics(run: dict, sides: np.ndarray, rank: np.ndarray) -> dict[str, 
             "first_wave": first}
 
 
-def summary(path: str, gpu: str = "h100") -> int:
+def sides_and_rank(gpu: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each SM's L2 side, and its position in the scheduler's first-wave SM order (the measured layout)."""
     from swizzleperf.measured_layouts import first_wave_sequence, sm_partition
 
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        record = json.load(f)
     sides = np.asarray(sm_partition(gpu))
     rank = np.empty(len(sides), dtype=np.int64)
     rank[np.asarray(list(dict.fromkeys(first_wave_sequence(gpu))))] = np.arange(len(sides))
-    print(f"{record['device']}: after the first wave, per run")
+    return sides, rank
+
+
+def summary(path: str, gpu: str = "h100") -> int:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        record = json.load(f)
+    sides, rank = sides_and_rank(gpu)
+    print(f"{record['device']}, measured (%smid, %globaltimer): after the first wave, per run")
     for run in record["runs"]:
         st = run_statistics(run, sides, rank)
         print(f"  {run['label']:24s} free->start p10/50/90 {st['free_p10']:5.0f} {st['free_p50']:5.0f} "

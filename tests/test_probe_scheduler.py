@@ -8,19 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from swizzleperf.measured_layouts import first_wave_sequence, sm_partition
-
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("probe_scheduler", ROOT / "benchmarks" / "probe_scheduler.py")
 probe = sys.modules["probe_scheduler"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(probe)
-
-
-def _sides_and_rank():
-    sides = np.asarray(sm_partition("h100"))
-    rank = np.empty(len(sides), dtype=np.int64)
-    rank[np.asarray(list(dict.fromkeys(first_wave_sequence("h100"))))] = np.arange(len(sides))
-    return sides, rank
 
 
 def test_statistics_of_a_hand_made_fifo_schedule():
@@ -44,7 +35,7 @@ def test_the_scheduler_alone_does_not_walk_its_sm_order():
     comes from when their programs finish, not from the order the scheduler hands slots out in."""
     with gzip.open(ROOT / "tests" / "fixtures" / "probes" / "probe-scheduler-h100.json.gz", "rt") as f:
         runs = json.load(f)["runs"]
-    sides, rank = _sides_and_rank()
+    sides, rank = probe.sides_and_rank("h100")
     assert len(runs) == 6
     for run in runs:
         stats = probe.run_statistics(run, sides, rank)
