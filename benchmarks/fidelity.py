@@ -70,12 +70,14 @@ def cmd_measure(args) -> int:
 
 def cmd_compare(args) -> int:
     from swizzleperf.fidelity.compare import compare_kernel
+    from swizzleperf.fidelity.placement import load_placements
     from swizzleperf.fidelity.recordings import averaged, reproducibility, same_remaps
     from swizzleperf.fidelity.records import Measurement
     from swizzleperf.hardware import resolve
     from swizzleperf.kernel import load_kernel
 
     measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
+    placements = load_placements(args.placement) if args.placement else None
     repeats = [Measurement.model_validate_json(Path(p).read_text()) for p in args.repeats]
     hw, _ = resolve(args.hardware)
     print(f"measured: {measurement.device}, {measurement.tool}, --cache-control {measurement.cache_control}; "
@@ -89,7 +91,8 @@ def cmd_compare(args) -> int:
             continue
         recordings = [record] + [k for m in repeats for k in m.kernels if not k.error and same_remaps(record, k)]
         noise = reproducibility(recordings) if len(recordings) > 1 else None
-        result = compare_kernel(load_kernel(_kernel_path(record.kernel)), averaged(recordings), hw, noise=noise)
+        result = compare_kernel(load_kernel(_kernel_path(record.kernel)), averaged(recordings), hw, noise=noise,
+                                placements=placements)
         _print_kernel(result)
         results.append(result)
     if results:
@@ -113,13 +116,23 @@ def _print_kernel(result) -> None:
               f"{r.predicted_read_pct:9.2f} {r.ceiling_pct:8.2f} "
               f"{r.measured_dram_bytes / 1e6:12.2f} {r.predicted_dram_bytes / 1e6:12.2f}")
     _print_split(result)
+    print(f"  MAE {result.read_mae:.2f} points; {_ranking(result)} (measured spread {result.measured_spread:.2f}); DRAM "
+          f"mean |rel err| {100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max "
+          f"{result.worst_over_ceiling:+.2f}")
+    placed = result.on_recorded_placement()
+    if placed is not None:
+        print("  on the GPU's recorded placement (each slot on the SM it ran on, --placement):")
+        for r in placed.remaps:
+            print(f"  {r.label[:42]:42s} {'':7s} {r.measured_read_pct:9.2f} {r.predicted_read_pct:9.2f}")
+        print(f"  MAE {placed.read_mae:.2f} points; {_ranking(placed)}")
+
+
+def _ranking(result) -> str:
     rho, firm = result.rank_correlation, result.rank_correlation_beyond_noise
     agree, pairs = result.ordered_pairs()
     ties = "" if result.noise is None else f", {'n/a' if firm is None else f'{firm:.2f}'} with measured ties"
-    print(f"  MAE {result.read_mae:.2f} points; rank corr {'n/a' if rho is None else f'{rho:.2f}'}{ties} "
-          f"(measured spread {result.measured_spread:.2f}); pairs apart by > 1 point ordered as measured: "
-          f"{agree:g}/{pairs}; DRAM mean |rel err| "
-          f"{100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max {result.worst_over_ceiling:+.2f}")
+    return (f"rank corr {'n/a' if rho is None else f'{rho:.2f}'}{ties}; pairs apart by > 1 point ordered as "
+            f"measured: {agree:g}/{pairs}")
 
 
 def _print_split(result) -> None:
@@ -228,6 +241,8 @@ def main() -> int:
     c.add_argument("--kernels", nargs="*", default=[])
     c.add_argument("--repeats", nargs="*", default=[], metavar="MEASUREMENT",
                    help="more recordings of the same remaps: compared against the mean, with how much they disagree")
+    c.add_argument("--placement", metavar="RECORD",
+                   help="SMs recorded by probe_placement.py --remaps: also simulate each remap on them")
     r = sub.add_parser("from-raw", help="rebuild the measurement JSON from saved raw ncu CSVs")
     r.add_argument("raw_dir")
     r.add_argument("out")

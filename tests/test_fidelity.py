@@ -1,5 +1,6 @@
 """Fidelity: recorded real counters parse to the exact numbers, and the comparison's statistics."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,41 @@ def test_the_predicted_split_puts_every_read_miss_that_dram_did_not_serve_in_the
                               hits=600, granule_bytes=32, bytes_from_next_level=300 * 32)
     assert predicted_split(report) == pytest.approx((60.0, 10.0, 30.0))
     assert predicted_split(report.model_copy(update={"bytes_from_next_level": None})) is None
+
+
+def test_a_recorded_placement_is_simulated_beside_the_model_and_must_be_of_the_measured_remap(tmp_path):
+    """fidelity.py compare --placement: each measured remap is also simulated with its slots on the SMs the GPU
+    ran them on (matched by label; a recording under another remap is refused, however its source is written)."""
+    import gzip
+
+    from swizzleperf.fidelity.compare import compare_kernel
+    from swizzleperf.fidelity.placement import load_placements
+
+    kernel = load_kernel(ROOT / "kernels" / "elementwise.py")
+    measured = next(k for k in _measurement().kernels if k.kernel == "elementwise")
+    remaps = [r for r in measured.remaps if r.label in ("identity", "col_major")]
+    record = measured.model_copy(update={"size": "tiny", "remaps": remaps})
+    # col_major recorded with its source rewritten (the same map): matched; the identity left unrecorded first
+    rewritten = remaps[1].source.replace("return lid % num_pid_m, lid // num_pid_m",
+                                         "m = lid % num_pid_m\n    return m, lid // num_pid_m")
+    assert rewritten != remaps[1].source
+    placed = {"kernel": "elementwise", "size": "tiny", "remap": "col_major", "source": rewritten,
+              "smid": [0] * 9, "start_ns": [0] * 9}
+    path = tmp_path / "placement.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"device": "test", "num_sms": 132, "kernels": [placed]}).encode()))
+    result = compare_kernel(kernel, record, H100, placements=load_placements(path))
+    identity, col_major = result.remaps
+    assert identity.placed_read_pct is None and col_major.placed_read_pct is not None
+    assert result.on_recorded_placement() is None  # not every remap has a placement
+    # all nine programs on one SM: b's shared blocks are read once into its L1, so no read of the L2 hits (a
+    # hair below 0: the sectors the ragged block's misses fetch beside count as misses too, as ncu counts them)
+    assert col_major.placed_read_pct == pytest.approx(0.0, abs=0.05) and col_major.predicted_read_pct > 20
+    both = [placed, {**placed, "remap": "identity", "source": remaps[0].source}]
+    path.write_bytes(gzip.compress(json.dumps({"device": "test", "num_sms": 132, "kernels": both}).encode()))
+    on_gpu = compare_kernel(kernel, record, H100, placements=load_placements(path)).on_recorded_placement()
+    assert on_gpu.remaps[0].predicted_read_pct == pytest.approx(0.0, abs=0.05)
+    assert on_gpu.remaps[1].predicted_read_pct == col_major.placed_read_pct
+    swapped = [{**placed, "remap": "identity"}]
+    path.write_bytes(gzip.compress(json.dumps({"device": "test", "num_sms": 132, "kernels": swapped}).encode()))
+    with pytest.raises(ValueError, match="the placement recorded as 'identity' ran another remap"):
+        compare_kernel(kernel, record, H100, placements=load_placements(path))

@@ -93,9 +93,13 @@ def oracle_round_starts(program_sites: list[int], program_stores: list[bool]) ->
     return starts
 
 
-def oracle_domain_streams(programs, program_for_slot, hw, detail=False, round_starts=None) -> list[list]:
+def oracle_domain_streams(programs, program_for_slot, hw, detail=False, round_starts=None,
+                          recorded_cus=None) -> list[list]:
     """Per domain, the line stream its CUs issue; with `detail`, (cu, program, event, line) items.
-    `round_starts[p][e]`: event e of program p begins a round (default: every event does)."""
+    `round_starts[p][e]`: event e of program p begins a round (default: every event does). `recorded_cus[w]`:
+    the CU launch slot w runs on, whatever position it takes (default: the position's CU)."""
+    cu_of_program = {int(program): int(cu) for program, cu in zip(program_for_slot, recorded_cus)} \
+        if recorded_cus is not None else None
     domains = 1 if hw.dispatch.policy == "in_order" else hw.num_domains
     queues = [[] for _ in range(domains)]
     for slot, program in enumerate(program_for_slot):
@@ -120,7 +124,7 @@ def oracle_domain_streams(programs, program_for_slot, hw, detail=False, round_st
             finished = []
             for position, running in enumerate(rotation):
                 if running:  # a position keeps the CU it started on; it issues one round per turn
-                    cu = cu_of[position]
+                    cu = cu_of[position] if cu_of_program is None else cu_of_program[running[0][0]]
                     while True:
                         program, e, event = running.popleft()
                         stream.extend((cu, program, e, line) if detail else line for line in event)
@@ -191,7 +195,7 @@ def oracle_fetched_beside(missing: set, sectors: set, hw: HardwareSpec) -> set:
     return {s for m in missing for s in range(m // block * block, m // block * block + block)} - sectors
 
 
-def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None, sites=None):
+def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None, sites=None, recorded_cus=None):
     """Per domain: (L2 read lookups, read hits, first fetches, write lookups, L1 lookups, L1 hits, DRAM
     fetches, promoted misses), in sectors, from the definitions: loads through the CU's L1, then its near L2
     partition and the line's home; a miss fetches its whole fetch block; stores allocate in the L2."""
@@ -201,7 +205,8 @@ def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None
         # an event without lines carries no store flag in a trace (its flags live on its lines)
         oracle_round_starts(sites[p], [(p, e) in stores and bool(ev) for e, ev in enumerate(programs[p])])
         for p in range(len(programs))]
-    for stream in oracle_domain_streams(programs, program_for_slot, hw, detail=True, round_starts=round_starts):
+    for stream in oracle_domain_streams(programs, program_for_slot, hw, detail=True, round_starts=round_starts,
+                                        recorded_cus=recorded_cus):
         l2 = OraclePartitionedL2(hw)
         l1 = [OracleCache(hw.l1_sets, hw.l1_ways, "hash") for _ in range(hw.cus_per_domain)]
         fetched, c = set(), dict(reads=0, hits=0, first=0, writes=0, l1=0, l1_hits=0, dram=0, promoted=0)
@@ -298,6 +303,10 @@ def test_matches_oracle_on_random_traces_and_remaps(name):
             expected = oracle_counts(programs, perm, hw, stores, masks, sites)
             assert engine_counts(simulate(trace, perm, hw)) == expected
             totals += np.array(expected).sum(axis=0)
+        # a placement recorded on a GPU: each launch slot on a CU of its own
+        cus = rng.integers(0, hw.cus_per_domain, len(programs))
+        assert engine_counts(simulate(trace, perm, hw, recorded_cus=cus)) == \
+            oracle_counts(programs, perm, hw, stores, masks, sites, recorded_cus=cus)
     assert totals[1] > 0 and totals[3] > 0, "the random traces must produce read hits and writes to compare"
     assert (totals[5] > 0) == bool(hw.l1_bytes_per_cu), "L1 hits exactly where an L1 is modelled"
     assert (totals[7] > 0) == (hw.fetch_sectors > 1), "misses of sectors fetched beside exactly where fetches are wider"
@@ -361,6 +370,29 @@ def test_colocating_sharing_programs_turns_their_second_reads_into_hits():
     # dies 0..3 (slots k, k+8) get pairs 0..3; dies 4..7 get one program of two different pairs
     half = np.array([0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 11, 13, 15, 9])
     assert simulate(trace, half, hw).hits.tolist() == [n] * 4 + [0] * 4
+
+
+def test_a_recorded_placement_decides_which_reads_the_l1_and_the_near_partition_serve():
+    """Two programs read the 4 sectors of one line. Recorded on one SM, the second read hits that SM's L1 and the
+    L2 sees one request; on two SMs of one side, the near partition serves the second; on opposite sides of a line
+    whose home is the first reader's side, the second misses near (a far hit) and DRAM serves only the first."""
+    hw = make_spec(1, sets=2, ways=4, policy="in_order", resident=4, cus=4, l1_sets=1, l1_ways=2, sector_bytes=32,
+                   partitions=2, cu_partition=[0, 0, 1, 1])
+    line = next(x for x in range(100) if oracle_home(x, 2) == 0)
+    trace = make_trace([[[line]], [[line]]])
+    # (L2 read lookups, read hits, first fetches, writes, L1 lookups, L1 hits, DRAM fetches, promoted misses)
+    assert engine_counts(simulate(trace, np.arange(2), hw, recorded_cus=[0, 0])) == [(4, 0, 4, 0, 8, 4, 4, 0)]
+    assert engine_counts(simulate(trace, np.arange(2), hw, recorded_cus=[0, 1])) == [(8, 4, 4, 0, 8, 0, 4, 0)]
+    assert engine_counts(simulate(trace, np.arange(2), hw, recorded_cus=[0, 2])) == [(8, 0, 4, 0, 8, 0, 4, 0)]
+
+
+def test_a_recorded_placement_must_name_a_cu_for_every_slot():
+    hw = make_spec(1, policy="in_order", resident=2, cus=2)
+    trace = make_trace([[[1]], [[2]], [[3]]])
+    with pytest.raises(HardwareSpecError, match=r"one CU in \[0, 2\) per launch slot \(3\)"):
+        simulate(trace, np.arange(3), hw, recorded_cus=[0, 1])
+    with pytest.raises(HardwareSpecError, match="values 0..2"):
+        simulate(trace, np.arange(3), hw, recorded_cus=[0, 1, 2])
 
 
 def test_chunked_dispatch_keeps_consecutive_slots_together():

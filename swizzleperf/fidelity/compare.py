@@ -7,10 +7,11 @@ carve-out that sizes the L1 (`launch__shared_mem_config_size`). Nothing is fitte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from swizzleperf.fidelity.placement import PlacementRecord, RecordedPlacement
 from swizzleperf.fidelity.ranks import spearman, spearman_with_ties
 from swizzleperf.fidelity.recordings import Reproducibility, measured_read_hit_pct
 from swizzleperf.fidelity.records import MeasuredKernel, MeasuredRemap
@@ -20,6 +21,7 @@ from swizzleperf.profilers.ncu import (
     DRAM_FILLS, DRAM_READ, FAR_READ_HIT, OCCUPANCY_LIMITS, READ_HIT, READ_MISS, read_requests)
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.report import BottleneckReport
+from swizzleperf.sim.engine import simulate
 
 CARVEOUT = "launch__shared_mem_config_size"
 
@@ -74,6 +76,7 @@ class RemapComparison:
     measured_lookup_pct: float | None = None  # the L2's own lookup hit rate, for the record
     measured_split: tuple[float, float, float] | None = None  # near, far, DRAM shares of the read requests (%)
     predicted_split: tuple[float, float, float] | None = None
+    placed_read_pct: float | None = None  # predicted on the placement recorded on the GPU, where one was
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,13 @@ class KernelComparison:
                 agree += 0.5 if predicted == 0 else float((measured > 0) == (predicted > 0))
         return agree, pairs
 
+    def on_recorded_placement(self) -> KernelComparison | None:
+        """The same comparison with the predictions made on the GPU's recorded placement (None unless every
+        remap has one): what of the error is left once the scheduler model is out of it."""
+        if not self.remaps or any(r.placed_read_pct is None for r in self.remaps):
+            return None
+        return replace(self, remaps=[replace(r, predicted_read_pct=r.placed_read_pct) for r in self.remaps])
+
     @property
     def dram_mean_abs_rel_error(self) -> float:
         return float(np.mean([abs(r.predicted_dram_bytes - r.measured_dram_bytes) / max(r.measured_dram_bytes, 1.0)
@@ -134,11 +144,30 @@ class KernelComparison:
 
 
 def compare_kernel(kernel: KernelFile, record: MeasuredKernel, hw: HardwareSpec, profiler_factory=SimProfiler,
-                   progress=None, noise: Reproducibility | None = None) -> KernelComparison:
+                   progress=None, noise: Reproducibility | None = None,
+                   placements: PlacementRecord | None = None) -> KernelComparison:
     kernel_hw = hardware_for(record, hw)
     profiler = profiler_factory(kernel_hw, progress=progress, gpu_occupancy=False)  # occupancy as measured
-    rows = [_compare(profiler.profile(kernel, remap.source, record.size), remap) for remap in record.remaps]
+    rows = []
+    for remap in record.remaps:
+        row = _compare(profiler.profile(kernel, remap.source, record.size), remap)
+        placed = placements.find(record.kernel, record.size, remap.label) if placements else None
+        if placed is not None:
+            row = replace(row, placed_read_pct=_placed_read_pct(profiler, kernel, record.size, remap.source, placed))
+        rows.append(row)
     return KernelComparison(kernel=record.kernel, size=record.size, hardware=kernel_hw, remaps=rows, noise=noise)
+
+
+def _placed_read_pct(profiler: SimProfiler, kernel: KernelFile, size: str, source: str,
+                     placed: RecordedPlacement) -> float:
+    """The read hit rate predicted with every launch slot on the SM the GPU ran it on. The recorded remap must
+    send every slot where the measured one does (its source may be rendered differently)."""
+    slots = profiler.program_for_slot(kernel, source, size)
+    if not np.array_equal(profiler.program_for_slot(kernel, placed.source, size), slots):
+        raise ValueError(f"{kernel.name} {size}: the placement recorded as {placed.remap!r} ran another remap "
+                         f"than the one measured under that label")
+    hw, _ = profiler.kernel_hardware(kernel, size)
+    return simulate(profiler.trace(kernel, size), slots, hw, recorded_cus=np.asarray(placed.smid)).read_hit_pct
 
 
 def _compare(report: BottleneckReport, remap: MeasuredRemap) -> RemapComparison:

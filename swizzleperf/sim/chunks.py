@@ -74,8 +74,11 @@ class FileRuns:
 
 
 def replay_domain(source, queue: np.ndarray, spl: int, first_wave: np.ndarray, budget: int, model: tuple,
-                  counts: np.ndarray) -> int:
+                  counts: np.ndarray, cu_of_program: np.ndarray | None = None) -> int:
     """Replay one domain's queue (programs in start order) chunk by chunk; returns the chunks used.
+
+    `cu_of_program` (indexed by trace program): where each program ran on a GPU, replacing the dispatch model's
+    placement (its order of starts and turns stay).
 
     `model` = (l2 state, l2 geometry, partition_of_cu, partitions, l1 state, l1 geometry, seen_bits,
     sample), the arguments of `replay_chunk` after the chunk's."""
@@ -90,13 +93,14 @@ def replay_domain(source, queue: np.ndarray, spl: int, first_wave: np.ndarray, b
         new = len(work) - taken if source.in_memory else _fitting(source, work, taken, live, budget, positions)
         programs = np.concatenate([live, work[taken:taken + new]])
         chunk, lo, hi = source.gather(programs, spl)
+        placed = cu_of_program[programs] if cu_of_program is not None else np.empty(0, np.int64)
         if chunks == 0:
-            fill_first_wave(lo, hi, rotation, state)
+            fill_first_wave(lo, hi, placed, rotation, state)
         else:
             _resume(rotation, state, lo, hi, live_done, len(live))
         final = taken + new == len(work)
         chunks += 1
-        if replay_chunk(chunk, lo, hi, final, rotation, state, l2, l2_geometry, partition_of_cu, partitions,
+        if replay_chunk(chunk, lo, hi, placed, final, rotation, state, l2, l2_geometry, partition_of_cu, partitions,
                         l1, l1_geometry, spl, seen_bits, sample, counts):
             return chunks
         taken += int(state[QUEUED]) - (len(live) if chunks > 1 else 0)

@@ -185,14 +185,17 @@ def model_notes(hw: HardwareSpec) -> list[str]:
 
 # --- the entry point ---------------------------------------------------------------------------
 def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec, threads: int = 1,
-             sample: int | None = None, memory_bytes: int | None = None) -> SimResult:
+             sample: int | None = None, memory_bytes: int | None = None,
+             recorded_cus: np.ndarray | None = None) -> SimResult:
     """Predict per-domain cache behaviour when launch slot w runs captured program `program_for_slot[w]`.
 
     Pass a `PreparedTrace` (from `prepare`) when simulating many remaps of one trace. Domains are
     independent, so `threads > 1` replays several at once (the numba pass releases the GIL); the
     result does not depend on it. `sample`: simulate one L2 set in that many (1: all; None: the
     settings' default for the trace's size, sampling.py). `memory_bytes` bounds the trace data a
-    stored trace's replay keeps in memory (default `settings.sim_memory_bytes()`).
+    stored trace's replay keeps in memory (default `settings.sim_memory_bytes()`). `recorded_cus`: the CU
+    (within its domain) each launch slot ran on in a launch recorded on a GPU (benchmarks/probe_placement.py);
+    it replaces the dispatch model's placement, to tell the model's placement error from the caches' (fidelity).
     """
     prepared = prepare(trace)
     if prepared.line_bytes != hw.line_bytes:
@@ -205,6 +208,7 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
     budget = (memory_bytes or settings.sim_memory_bytes()) // max(1, min(threads, len(queues)))
     source = run_source(prepared, budget)
     model = _model(hw)
+    cu_of_program = _placed(recorded_cus, perm, hw)
 
     def replay(queue: np.ndarray) -> np.ndarray:
         counts = np.zeros(N_COUNTS + 1, dtype=np.int64)
@@ -215,7 +219,7 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
         replay_domain(source, queue, spl, model["first_wave"], budget,
                       (l2, (*model["l2"].kernel_args, hw.fetch_sectors), model["partition_of_cu"], hw.l2_partitions,
                        l1, model["l1_args"],
-                       seen_bits, sets), counts)
+                       seen_bits, sets), counts, cu_of_program)
         return counts
 
     if threads > 1:
@@ -236,6 +240,20 @@ def run_source(prepared, budget: int):
     if "runs" not in prepared._resampled:
         prepared._resampled["runs"] = MemoryRuns(prepared)
     return prepared._resampled["runs"]
+
+
+def _placed(recorded_cus, perm: np.ndarray, hw: HardwareSpec) -> np.ndarray | None:
+    """Per trace program, the CU its launch slot ran on in a recorded launch (None without a recording)."""
+    if recorded_cus is None:
+        return None
+    cus = np.asarray(recorded_cus, dtype=np.int64)
+    if cus.shape != perm.shape or cus.min(initial=0) < 0 or cus.max(initial=0) >= hw.cus_per_domain:
+        raise HardwareSpecError(f"recorded placement: need one CU in [0, {hw.cus_per_domain}) per launch slot "
+                                f"({perm.shape[0]}), got shape {cus.shape} with values {cus.min(initial=0)}.."
+                                f"{cus.max(initial=0)}")
+    cu_of_program = np.empty_like(cus)
+    cu_of_program[perm] = cus
+    return cu_of_program
 
 
 def _model(hw: HardwareSpec) -> dict:

@@ -139,21 +139,24 @@ def refill_key(turn, position):
 
 
 @numba.njit(cache=True, nogil=True)
-def _start_next(queued, prog_lo, prog_hi, rotation, i):
-    """Put the chunk's next queued program that has events into position i (or leave i idle)."""
-    next_event, end_event, _, prog_of = rotation
+def _start_next(queued, prog_lo, prog_hi, rotation, i, placed):
+    """Put the chunk's next queued program that has events into position i (or leave i idle). With a recorded
+    placement (`placed`: each chunk program's CU) the program runs on its recorded CU, else on the position's."""
+    next_event, end_event, cu_of, prog_of = rotation
     while queued < prog_lo.shape[0]:
         q = queued
         queued += 1
         if prog_hi[q] > prog_lo[q]:
             next_event[i], end_event[i], prog_of[i] = prog_lo[q], prog_hi[q], q
+            if placed.shape[0]:
+                cu_of[i] = placed[q]
             return queued
     next_event[i] = end_event[i]
     return queued
 
 
 @numba.njit(cache=True, nogil=True)
-def _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation):
+def _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation, placed):
     """Give the positions that finished in `turn` the next queued programs, in an order the hardware
     does not fix (a hash of turn and position): returns (queue index, positions left idle)."""
     keys = np.empty(count, dtype=np.uint64)
@@ -162,7 +165,7 @@ def _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation):
     idle = 0
     for j in np.argsort(keys):
         i = finished[j]
-        queued = _start_next(queued, prog_lo, prog_hi, rotation, i)
+        queued = _start_next(queued, prog_lo, prog_hi, rotation, i, placed)
         idle += rotation[0][i] == rotation[1][i]
     return queued, idle
 
@@ -180,12 +183,13 @@ def _compact(rotation, positions):
 
 
 @numba.njit(cache=True, nogil=True)
-def replay_chunk(chunk, prog_lo, prog_hi, final, rotation, state, l2, l2_geometry, partition_of_cu, partitions,
-                 l1, l1_geometry, spl, seen_bits, sample, counts):
+def replay_chunk(chunk, prog_lo, prog_hi, placed, final, rotation, state, l2, l2_geometry, partition_of_cu,
+                 partitions, l1, l1_geometry, spl, seen_bits, sample, counts):
     """Run turns until the domain is done (`final` chunk) or the chunk may run short of queued programs.
 
     `rotation` = (next_event, end_event, cu_of, prog_of) per position, `state` = (positions, active, turn,
-    queued) in chunk-local program indices; both persist between chunks. Returns True when done."""
+    queued) in chunk-local program indices; both persist between chunks. `placed`: the chunk's programs' recorded
+    CUs, or empty for the dispatch model's. Returns True when done."""
     next_event, end_event, cu_of, _ = rotation
     round_start = chunk[6]
     positions, active, turn, queued = state[POSITIONS], state[ACTIVE], state[TURN], state[QUEUED]
@@ -213,7 +217,7 @@ def replay_chunk(chunk, prog_lo, prog_hi, final, rotation, state, l2, l2_geometr
                 finished[count] = i
                 count += 1
         if count:
-            queued, idle = _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation)
+            queued, idle = _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation, placed)
             active -= idle
         turn += 1
         if final and queued == prog_lo.shape[0] and 2 * active < positions:
@@ -223,10 +227,10 @@ def replay_chunk(chunk, prog_lo, prog_hi, final, rotation, state, l2, l2_geometr
 
 
 @numba.njit(cache=True, nogil=True)
-def fill_first_wave(prog_lo, prog_hi, rotation, state):
+def fill_first_wave(prog_lo, prog_hi, placed, rotation, state):
     """Start the first `positions` programs of the queue on their positions (each keeps its CU)."""
     queued, active = 0, 0
     for i in range(state[POSITIONS]):
-        queued = _start_next(queued, prog_lo, prog_hi, rotation, i)
+        queued = _start_next(queued, prog_lo, prog_hi, rotation, i, placed)
         active += rotation[0][i] != rotation[1][i]
     state[ACTIVE], state[QUEUED] = active, queued
