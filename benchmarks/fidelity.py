@@ -2,6 +2,7 @@
 
     python benchmarks/fidelity.py measure OUT.json [--kernels K ...]   # on an NVIDIA GPU with ncu
     python benchmarks/fidelity.py compare OUT.json [--hardware h100] [--repeats OUT2.json ...]  # anywhere
+        [--placement RECORD.json.gz]  # also on the SMs probe_placement.py --remaps recorded
     python benchmarks/fidelity.py merge OUT.json PART.json ... [--kernels K ...]  # parts measured side by side
     python benchmarks/fidelity.py requests OUT.json ... [--hardware h100] [--l1-ways N]  # the L1's filtering
 
@@ -9,7 +10,8 @@
 identity, the recorded best remap and the search space's family defaults (one ncu run per kernel,
 `--cache-control all`), and writes the raw counters. `compare` simulates the same remaps with the
 preset of the measured GPU and prints, per kernel, the rank correlation and mean absolute error of
-the read hit rate and of DRAM bytes, and the pooled figures. `requests` checks what the L1 passes on:
+the read hit rate and of DRAM bytes, and the pooled figures; with `--placement`, the same once more with
+each slot on the SM the GPU ran it on (what is left is not the scheduler model's error). `requests` checks what the L1 passes on:
 the L2 read requests of each kernel's identity launch, predicted and counted by ncu.
 """
 

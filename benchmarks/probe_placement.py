@@ -14,8 +14,9 @@ timer's resolution is coarse) of each launch slot.
 in launch order ran on one SM and on one L2 side (the sides from the measured layout), and the mean
 length of the runs of consecutive programs on one side: 2.0 if the scheduler picked sides at random.
 The recorded H100 runs are `tests/fixtures/probes/placement-h100.json.gz` (every suite kernel's own
-launch; spmv cut to its first 32768 programs) and `placement-remaps-h100.json.gz` (spmv and stencil2d
-under each remap fidelity.py measures, every program).
+launch; spmv cut to its first 32768 programs) and `placement-remaps-h100.json.gz` (the seven kernels
+whose remaps move the hit rate, under each remap fidelity.py measures, every program; `fidelity.py compare
+--placement` simulates them).
 """
 
 from __future__ import annotations
