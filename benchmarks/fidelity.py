@@ -10,9 +10,10 @@
 identity, the recorded best remap and the search space's family defaults (one ncu run per kernel,
 `--cache-control all`), and writes the raw counters. `compare` simulates the same remaps with the
 preset of the measured GPU and prints, per kernel, the rank correlation and mean absolute error of
-the read hit rate and of DRAM bytes, and the pooled figures; with `--placement`, the same once more with
-each slot on the SM the GPU ran it on (what is left is not the scheduler model's error). `requests` checks what the L1 passes on:
-the L2 read requests of each kernel's identity launch, predicted and counted by ncu.
+the read hit rate and of DRAM bytes, and the pooled figures; with `--placement`, the same once more
+with each slot on the SM the GPU ran it on (what error is left there is not the scheduler model's).
+`requests` checks what the L1 passes on: the L2 read requests of each kernel's identity launch,
+predicted and counted by ncu.
 """
 
 from __future__ import annotations

@@ -54,6 +54,10 @@ def test_stored_trace_in_tiny_chunks_equals_in_memory_simulation(name, tmp_path,
         assert prepare(stored).bounds(hw.sectors_per_line) == prepare(trace).bounds(hw.sectors_per_line)
         calls.clear()
         assert engine_counts(simulate(stored, perm, hw)) == engine_counts(in_memory) and len(calls) == hw.num_domains
+        # a recorded placement survives the chunks: running programs keep their CU from one chunk to the next
+        cus = np.random.default_rng(seed).integers(0, hw.cus_per_domain, len(perm))
+        assert engine_counts(simulate(stored, perm, hw, memory_bytes=1, recorded_cus=cus)) == \
+            engine_counts(simulate(trace, perm, hw, recorded_cus=cus))
 
 
 def test_stored_program_matches_the_trace(tmp_path):
