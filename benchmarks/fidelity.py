@@ -119,8 +119,8 @@ def _print_kernel(result) -> None:
               f"{r.predicted_read_pct:9.2f} {r.ceiling_pct:8.2f} "
               f"{r.measured_dram_bytes / 1e6:12.2f} {r.predicted_dram_bytes / 1e6:12.2f}")
     _print_split(result)
-    print(f"  MAE {result.read_mae:.2f} points; {_ranking(result)} (measured spread {result.measured_spread:.2f}); DRAM "
-          f"mean |rel err| {100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max "
+    print(f"  MAE {result.read_mae:.2f} points; {_ranking(result)} (measured spread {result.measured_spread:.2f}); "
+          f"DRAM mean |rel err| {100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max "
           f"{result.worst_over_ceiling:+.2f}")
     placed = result.on_recorded_placement()
     if placed is not None:

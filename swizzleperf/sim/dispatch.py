@@ -31,7 +31,9 @@ Interleaving (what the cache sees)
     where it last gave one (benchmarks/probe_placement.py), so consecutive programs of the steady
     state share an L2 side more often than the model's half (spmv 83 %, most kernels 54-63 %).
     A walk over the model's turns would overshoot (a uniform kernel's programs all finish in one
-    turn); it needs finishing times spread as the GPU spreads them. Programs with no events are
+    turn); it needs finishing times spread as the GPU spreads them. What the simplification costs is
+    measured: `fidelity.py compare --placement` simulates measured remaps on the SMs an H100 ran them on
+    (attention's rank correlation 0.81 -> 0.93, elementwise's 0.88 -> 0.98; README). Programs with no events are
     skipped. When the queue is empty, positions fall idle and the rest keep rotating.
   - Domains run independently: each has its own L2 and no access of one domain affects another,
     so the relative timing between domains is irrelevant to the hit rate.
