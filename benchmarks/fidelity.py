@@ -163,6 +163,16 @@ def _print_pooled(results) -> None:
           f"{100 * dram:.1f}%, max measured - ceiling {max(r.worst_over_ceiling for r in results):+.2f} points, "
           f"pairs apart by > 1 point ordered as measured {agree:g}/{pairs}; against the L2's own lookup "
           f"hit rate the read hit MAE would be {lookup_mae:.2f}")
+    placed = [result.on_recorded_placement() for result in results]
+    placed = [result for result in placed if result is not None]
+    if placed:
+        rows = [r for result in placed for r in result.remaps]
+        agree, pairs = (sum(column) for column in zip(*(result.ordered_pairs() for result in placed)))
+        mae = np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in rows])
+        model = np.mean([abs(r.measured_read_pct - p.predicted_read_pct) for result in placed
+                         for r, p in zip(result.remaps, next(x for x in results if x.kernel == result.kernel).remaps)])
+        print(f"on the recorded placements, over the {len(rows)} pairs that have one: read hit MAE {mae:.2f} points "
+              f"(the dispatch model {model:.2f}), pairs apart by > 1 point ordered as measured {agree:g}/{pairs}")
 
 
 def cmd_from_raw(args) -> int:
