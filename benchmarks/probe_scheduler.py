@@ -52,12 +52,17 @@ def _kernel():
     return spin
 
 
+def spin_durations(spin_ns: float, spread: float, programs: int) -> np.ndarray:
+    """Each program's spin (ns): `spin_ns`, spread uniformly by +-`spread` of it (seeded: a record's spins can be
+    drawn again from its label's parameters)."""
+    return spin_ns * (1 + spread * (np.random.default_rng(0).random(programs) - 0.5) * 2)
+
+
 def run(label: str, warps: int, spin_ns: int, spread: float, waves: int, sms: int) -> dict:
     import torch
 
     programs = sms * (64 // warps) * waves
-    rng = np.random.default_rng(0)
-    spins = spin_ns * (1 + spread * (rng.random(programs) - 0.5) * 2)
+    spins = spin_durations(spin_ns, spread, programs)
     spin = torch.tensor(spins.astype(np.int64), device="cuda")
     smid = torch.full((programs,), -1, dtype=torch.int32, device="cuda")
     start = torch.zeros(programs, dtype=torch.int64, device="cuda")
@@ -99,13 +104,14 @@ def free_to_start(smid: np.ndarray, start: np.ndarray, end: np.ndarray, skip: in
 
 
 def run_statistics(run: dict, sides: np.ndarray, rank: np.ndarray) -> dict[str, float]:
-    """One run's placement after its first wave: free -> start latency quantiles (ns), and how often consecutive
-    programs (in start order) share an SM, a TPC, an L2 side, or step 1-8 SMs along the scheduler's order; `fifo`:
-    how often launch slot w ran on the SM of slot w - (first wave)."""
+    """One run's placement after its first wave: free -> start latency quantiles (ns), and how often programs
+    consecutive in launch order (the order the scheduler hands them out in, and the order a remap sees) share an
+    SM, a TPC, an L2 side, or step 1-8 SMs along the scheduler's order; `fifo`: how often launch slot w ran on the
+    SM of slot w - (first wave). Not in start order: the timer is too coarse to order starts (44-49 % of the
+    programs record a start before the one launched just before them), and sorted by it the locality vanishes."""
     smid, start, end = (np.asarray(run[k]) for k in ("smid", "start_ns", "end_ns"))
     first = len(sides) * (64 // run["warps"])
-    by_start = np.argsort(start, kind="stable")
-    s = smid[by_start[by_start >= first]]
+    s = smid[first:]
     step = (rank[s[1:]] - rank[s[:-1]]) % len(sides)
     p10, p50, p90 = np.percentile(free_to_start(smid, start, end, first), [10, 50, 90])
     return {"free_p10": p10, "free_p50": p50, "free_p90": p90, "same_sm": np.mean(s[1:] == s[:-1]),

@@ -38,6 +38,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SPIN_RUNS = ROOT / "tests" / "fixtures" / "probes" / "probe-scheduler-h100.json.gz"
 FIRST_WAVE_NS = 0.36  # the H100's first wave: 2,112 programs started in 0.77 us (probe_placement.py)
@@ -91,6 +92,8 @@ def first_wave(programs_per_sm: int) -> np.ndarray:
 
 
 def cmd_fit(args) -> int:
+    from probe_scheduler import spin_durations
+
     scheduler = Scheduler()
     with gzip.open(SPIN_RUNS, "rt") as f:
         runs = json.load(f)["runs"]
@@ -100,7 +103,7 @@ def cmd_fit(args) -> int:
             error, cells = 0.0, []
             for run in runs:
                 wave = first_wave(64 // run["warps"])
-                spins = run["spin_ns"] * (1 + run["spread"] * (np.random.default_rng(0).random(run["programs"]) - 0.5) * 2)
+                spins = spin_durations(run["spin_ns"], run["spread"], run["programs"])
                 model = scheduler.consecutive(scheduler.place(wave, spins, window, sigma)[len(wave):])
                 measured = scheduler.consecutive(np.asarray(run["smid"])[len(wave):])
                 error += float(np.abs(model - measured).sum())

@@ -28,18 +28,21 @@ def test_statistics_of_a_hand_made_fifo_schedule():
     assert stats["free_p50"] == 20.0  # start 400 + 10 after the program that ended at 390 (started at 0)
 
 
-def test_the_scheduler_alone_does_not_walk_its_sm_order():
-    """With nothing but a timer spin (1-40 us, equal or spread by half, 8 or 16 programs per SM), consecutive programs
-    share an L2 side about half the time and step 1-8 SMs along the scheduler's order about as often as at random
-    (6 %), and a freed slot does not go to the next program in launch order. The walk real kernels show (spmv 72 %)
-    comes from when their programs finish, not from the order the scheduler hands slots out in."""
+def test_the_scheduler_alone_walks_its_sm_order_the_more_often_slots_free():
+    """With nothing but a timer spin (1-40 us, equal or spread by half, 8 or 16 programs per SM), programs consecutive
+    in launch order share an L2 side 55-77 % of the time (50 % at random) and step 1-8 SMs along the scheduler's order
+    14-57 % (6 % at random), most where slots free most often (1 us programs, 16 per SM); a freed slot does not go to
+    the next program in launch order. In start order the same runs look random: the timer cannot order the starts."""
     with gzip.open(ROOT / "tests" / "fixtures" / "probes" / "probe-scheduler-h100.json.gz", "rt") as f:
         runs = json.load(f)["runs"]
     sides, rank = probe.sides_and_rank("h100")
     assert len(runs) == 6
     for run in runs:
         stats = probe.run_statistics(run, sides, rank)
-        assert stats["walk"] < 0.12 and stats["same_side"] < 0.6 and stats["same_tpc"] < 0.03, run["label"]
-        assert stats["fifo"] < 0.03 and stats["same_sm"] < 0.02, run["label"]
+        assert stats["walk"] > 0.13 and stats["same_side"] > 0.54, run["label"]
+        assert stats["fifo"] < 0.03, run["label"]
+        earlier = np.mean(np.diff(np.asarray(run["start_ns"])) < 0)
+        assert 0.4 < earlier < 0.5, run["label"]  # starts recorded before the previous launch slot's
     short = probe.run_statistics(next(r for r in runs if r["label"].startswith("equal 1us")), sides, rank)
+    assert short["walk"] > 0.5 and short["same_side"] > 0.75
     assert short["free_p50"] <= 64  # a freed slot is refilled within a few timer ticks (32 ns each)
