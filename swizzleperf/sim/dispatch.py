@@ -31,7 +31,9 @@ Interleaving (what the cache sees)
     where it last gave one (benchmarks/probe_placement.py), so consecutive programs of the steady
     state share an L2 side more often than the model's half (spmv 83 %, most kernels 54-63 %).
     A walk over the model's turns would overshoot (a uniform kernel's programs all finish in one
-    turn); it needs finishing times spread as the GPU spreads them. What the simplification costs is
+    turn); it needs finishing times spread as the GPU spreads them (benchmarks/scheduler_model.py: a rule
+    fitted on programs that only spin, which orders the suite's remaps better but needs each kernel's
+    measured time). What the simplification costs is
     measured: `fidelity.py compare --placement` simulates measured remaps on the SMs an H100 ran them on
     (elementwise's rank correlation 0.88 -> 0.98 and its error 1.56 -> 0.59 points, spmv's 0.88 -> 0.93 with
     measured ties; README). Programs with no events are skipped. When the queue is empty, positions fall idle and the rest keep rotating.
