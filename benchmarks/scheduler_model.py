@@ -23,6 +23,7 @@ the simulator can run offline.
 
     python benchmarks/scheduler_model.py fit [--windows 4,6,8] [--sigmas 150,300,600]
     python benchmarks/scheduler_model.py place MEASURED.json OUT.json.gz [--window 6] [--sigma 300] [--kernels ...]
+        [--hardware h100|h200] [--time-scale X]
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def cmd_place(args) -> int:
     for record in measurement.kernels:
         if record.error or (args.kernels and record.kernel not in args.kernels):
             continue
-        hw = hardware_for(record, PRESETS["h100"])
+        hw = hardware_for(record, PRESETS[args.hardware])
         kernel = load_kernel(ROOT / "kernels" / f"{record.kernel}.py")
         profiler = SimProfiler(hw, gpu_occupancy=False)
         rounds = rounds_per_program(profiler, kernel, record.size)
@@ -170,6 +171,7 @@ def main() -> int:
     p.add_argument("--window", type=float, default=6.0)
     p.add_argument("--sigma", type=float, default=300.0)
     p.add_argument("--kernels", nargs="*", default=[])
+    p.add_argument("--hardware", default="h100", help="the preset of the measured GPU (h100, h200: one SM layout)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="scale the measured kernel times (how much the placement depends on them)")
     args = parser.parse_args()
