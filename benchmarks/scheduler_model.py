@@ -124,6 +124,24 @@ def rounds_per_program(profiler, kernel, size: str) -> np.ndarray:
     return starts[hi] - starts[lo]
 
 
+# what the predicted kernel time stands on: the vendor's peak DRAM bandwidth, and the DRAM latency
+# probe_l2_partitions.py measured on the H100 (~720 cycles at ~1.75 GHz); the H200's HBM3e is faster
+PEAK_DRAM_BYTES_PER_NS = {"h100": 3350.0, "h200": 4800.0}
+DRAM_LATENCY_NS = 410.0
+
+
+def predicted_time(profiler, kernel, size: str, source: str, rounds: np.ndarray, wave: np.ndarray) -> float:
+    """The kernel time without a measurement: the longer of its DRAM traffic (the simulator's reads under the
+    dispatch model, and every written sector) at peak bandwidth and its waves of rounds at DRAM latency."""
+    from swizzleperf.sim.engine import simulate
+
+    hw, _ = profiler.kernel_hardware(kernel, size)
+    result = simulate(profiler.trace(kernel, size), profiler.program_for_slot(kernel, source, size), hw)
+    traffic = result.bytes_fetched + result.bounds.write_sectors * result.sector_bytes
+    busy = rounds[rounds > 0]
+    return max(traffic / PEAK_DRAM_BYTES_PER_NS[hw.name], busy.size / len(wave) * busy.mean() * DRAM_LATENCY_NS)
+
+
 def cmd_place(args) -> int:
     from swizzleperf.fidelity.compare import hardware_for
     from swizzleperf.fidelity.records import Measurement
@@ -145,7 +163,8 @@ def cmd_place(args) -> int:
         for remap in record.remaps:
             program = rounds[profiler.program_for_slot(kernel, remap.source, record.size)].astype(float)
             busy = program > 0  # programs without events never take a slot
-            kernel_ns = remap.metrics["gpu__time_duration.sum"] * args.time_scale
+            kernel_ns = args.time_scale * (remap.metrics["gpu__time_duration.sum"] if not args.predicted_time else
+                                           predicted_time(profiler, kernel, record.size, remap.source, program, wave))
             durations = kernel_ns * len(wave) / busy.sum() * program[busy] / program[busy].mean()
             smid = np.zeros(len(program), np.int64)
             smid[busy] = scheduler.place(wave, durations, args.window, args.sigma)
@@ -172,6 +191,8 @@ def main() -> int:
     p.add_argument("--sigma", type=float, default=300.0)
     p.add_argument("--kernels", nargs="*", default=[])
     p.add_argument("--hardware", default="h100", help="the preset of the measured GPU (h100, h200: one SM layout)")
+    p.add_argument("--predicted-time", action="store_true",
+                   help="the kernel times from DRAM traffic and rounds (no measurement) instead of ncu's")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="scale the measured kernel times (how much the placement depends on them)")
     args = parser.parse_args()
