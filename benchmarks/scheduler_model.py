@@ -17,13 +17,14 @@ SM order 14-72 % of the time, in real kernels and in programs that only spin on 
 far the TPC, side and walk fractions of consecutive programs fall from the measured ones. `place` writes, for
 every (kernel, remap) of a fidelity measurement, the model's SM of each launch slot in `probe_placement.py`'s
 format, so `fidelity.py compare --placement OUT.json.gz` scores it exactly as it scores the GPU's own
-placement. A program's duration is the measured kernel time (ncu's `gpu__time_duration`) shared out by the
-program's rounds: this needs the measurement, so it is a yardstick for the placement rule, not yet a model
-the simulator can run offline.
+placement. A program's duration is the kernel's time shared out by the program's rounds: ncu's measured
+`gpu__time_duration` by default (a yardstick for the rule), or with `--predicted-time` the longer of the
+kernel's DRAM traffic at peak bandwidth and its waves of rounds at DRAM latency (what the simulator could
+use offline; it has no compute term, so compute-bound kernels come out short). The README has the results.
 
     python benchmarks/scheduler_model.py fit [--windows 4,6,8] [--sigmas 150,300,600]
     python benchmarks/scheduler_model.py place MEASURED.json OUT.json.gz [--window 6] [--sigma 300] [--kernels ...]
-        [--hardware h100|h200] [--time-scale X]
+        [--hardware h100|h200] [--predicted-time] [--time-scale X]
 """
 
 from __future__ import annotations
