@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("probe_scheduler", ROOT / "benchmarks" / "probe_scheduler.py")
@@ -28,14 +29,15 @@ def test_statistics_of_a_hand_made_fifo_schedule():
     assert stats["free_p50"] == 20.0  # start 400 + 10 after the program that ended at 390 (started at 0)
 
 
-def test_the_scheduler_alone_walks_its_sm_order_the_more_often_slots_free():
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_scheduler_alone_walks_its_sm_order_the_more_often_slots_free(gpu):
     """With nothing but a timer spin (1-40 us, equal or spread by half, 8 or 16 programs per SM), programs consecutive
     in launch order share an L2 side 55-77 % of the time (50 % at random) and step 1-8 SMs along the scheduler's order
     14-57 % (6 % at random), most where slots free most often (1 us programs, 16 per SM); a freed slot does not go to
     the next program in launch order. In start order the same runs look random: the timer cannot order the starts."""
-    with gzip.open(ROOT / "tests" / "fixtures" / "probes" / "probe-scheduler-h100.json.gz", "rt") as f:
+    with gzip.open(ROOT / "tests" / "fixtures" / "probes" / f"probe-scheduler-{gpu}.json.gz", "rt") as f:
         runs = json.load(f)["runs"]
-    sides, rank = probe.sides_and_rank("h100")
+    sides, rank = probe.sides_and_rank("h100")  # the H200 has the H100's SM layout
     assert len(runs) == 6
     for run in runs:
         stats = probe.run_statistics(run, sides, rank)
