@@ -166,11 +166,10 @@ def _print_pooled(results) -> None:
     placed = [result.on_recorded_placement() for result in results]
     placed = [result for result in placed if result is not None]
     if placed:
-        rows = [r for result in placed for r in result.remaps]
+        rows = [r for result in results if result.on_recorded_placement() is not None for r in result.remaps]
         agree, pairs = (sum(column) for column in zip(*(result.ordered_pairs() for result in placed)))
-        mae = np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in rows])
-        model = np.mean([abs(r.measured_read_pct - p.predicted_read_pct) for result in placed
-                         for r, p in zip(result.remaps, next(x for x in results if x.kernel == result.kernel).remaps)])
+        mae = np.mean([abs(r.measured_read_pct - r.placed_read_pct) for r in rows])
+        model = np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in rows])
         print(f"on the recorded placements, over the {len(rows)} pairs that have one: read hit MAE {mae:.2f} points "
               f"(the dispatch model {model:.2f}), pairs apart by > 1 point ordered as measured {agree:g}/{pairs}")
 
