@@ -33,7 +33,7 @@ SIZE_OVERRIDES = {"attention": "mha64_4k"}
 OUTSIDE = ("colsum", "gemv_batched")  # benchmarks/outside_suite: patterns the model was not built around
 
 
-def _kernel_path(name: str) -> Path:
+def kernel_path(name: str) -> Path:
     """A suite kernel, or one of benchmarks/outside_suite, or a path."""
     if name.endswith(".py"):
         return Path(name)
@@ -46,7 +46,7 @@ def _kernels(names: list[str]):
 
     found = []
     for name in names:
-        kernel = load_kernel(_kernel_path(name))
+        kernel = load_kernel(kernel_path(name))
         found.append((kernel, SIZE_OVERRIDES.get(kernel.name, kernel.default_size)))
     return found
 
@@ -94,7 +94,7 @@ def cmd_compare(args) -> int:
             continue
         recordings = [record] + [k for m in repeats for k in m.kernels if not k.error and same_remaps(record, k)]
         noise = reproducibility(recordings) if len(recordings) > 1 else None
-        result = compare_kernel(load_kernel(_kernel_path(record.kernel)), averaged(recordings), hw, noise=noise,
+        result = compare_kernel(load_kernel(kernel_path(record.kernel)), averaged(recordings), hw, noise=noise,
                                 placements=placements)
         _print_kernel(result)
         results.append(result)
@@ -209,7 +209,7 @@ def cmd_requests(args) -> int:
         for record in Measurement.model_validate_json(Path(path).read_text()).kernels:
             if record.error or not record.remaps:
                 continue
-            kernel, remap = load_kernel(_kernel_path(record.kernel)), record.remaps[0]
+            kernel, remap = load_kernel(kernel_path(record.kernel)), record.remaps[0]
             profiler = SimProfiler(hardware_for(record, hw), gpu_occupancy=False)
             report = profiler.profile(kernel, remap.source, record.size)
             measured = read_requests(remap.metrics)[0]

@@ -144,6 +144,7 @@ def predicted_time(profiler, kernel, size: str, source: str, rounds: np.ndarray,
 
 
 def cmd_place(args) -> int:
+    from fidelity import kernel_path
     from swizzleperf.fidelity.compare import hardware_for
     from swizzleperf.fidelity.records import Measurement
     from swizzleperf.hardware import PRESETS
@@ -157,7 +158,7 @@ def cmd_place(args) -> int:
         if record.error or (args.kernels and record.kernel not in args.kernels):
             continue
         hw = hardware_for(record, PRESETS[args.hardware])
-        kernel = load_kernel(ROOT / "kernels" / f"{record.kernel}.py")
+        kernel = load_kernel(kernel_path(record.kernel))
         profiler = SimProfiler(hw, gpu_occupancy=False)
         rounds = rounds_per_program(profiler, kernel, record.size)
         wave = np.asarray(hw.first_wave_cus())
