@@ -96,14 +96,14 @@ def cmd_compare(args) -> int:
         noise = reproducibility(recordings) if len(recordings) > 1 else None
         result = compare_kernel(load_kernel(kernel_path(record.kernel)), averaged(recordings), hw, noise=noise,
                                 placements=placements)
-        _print_kernel(result)
+        _print_kernel(result, placements.device if placements else None)
         results.append(result)
     if results:
-        _print_pooled(results)
+        _print_pooled(results, placements.device if placements else None)
     return 0
 
 
-def _print_kernel(result) -> None:
+def _print_kernel(result, placed_by: str | None = None) -> None:
     noise = result.noise
     print(f"\n{result.kernel} ({result.size}): {result.hardware.programs_per_cu} programs/SM, "
           f"L1 {result.hardware.l1_bytes_per_cu // 1024} KB")
@@ -124,7 +124,7 @@ def _print_kernel(result) -> None:
           f"{result.worst_over_ceiling:+.2f}")
     placed = result.on_recorded_placement()
     if placed is not None:
-        print("  on the GPU's recorded placement (each slot on the SM it ran on, --placement):")
+        print(f"  sim, each slot on the SM the --placement record gives ({placed_by}):")
         for r in placed.remaps:
             print(f"  {r.label[:42]:42s} {'':7s} {r.measured_read_pct:9.2f} {r.predicted_read_pct:9.2f}")
         print(f"  MAE {placed.read_mae:.2f} points; {_ranking(placed)}")
@@ -150,7 +150,7 @@ def _print_split(result) -> None:
         print(f"  {r.label[:42]:42s} {near:9.2f} {p_near:6.2f} {far:8.2f} {p_far:6.2f} {dram:9.2f} {p_dram:6.2f}")
 
 
-def _print_pooled(results) -> None:
+def _print_pooled(results, placed_by: str | None = None) -> None:
     import numpy as np
 
     pooled = [r for result in results for r in result.remaps]
@@ -163,15 +163,15 @@ def _print_pooled(results) -> None:
           f"{100 * dram:.1f}%, max measured - ceiling {max(r.worst_over_ceiling for r in results):+.2f} points, "
           f"pairs apart by > 1 point ordered as measured {agree:g}/{pairs}; against the L2's own lookup "
           f"hit rate the read hit MAE would be {lookup_mae:.2f}")
-    placed = [result.on_recorded_placement() for result in results]
-    placed = [result for result in placed if result is not None]
+    placed = [(result, on) for result in results if (on := result.on_recorded_placement()) is not None]
     if placed:
-        rows = [r for result in results if result.on_recorded_placement() is not None for r in result.remaps]
-        agree, pairs = (sum(column) for column in zip(*(result.ordered_pairs() for result in placed)))
+        rows = [r for result, _ in placed for r in result.remaps]
+        agree, pairs = (sum(column) for column in zip(*(on.ordered_pairs() for _, on in placed)))
         mae = np.mean([abs(r.measured_read_pct - r.placed_read_pct) for r in rows])
         model = np.mean([abs(r.measured_read_pct - r.predicted_read_pct) for r in rows])
-        print(f"on the recorded placements, over the {len(rows)} pairs that have one: read hit MAE {mae:.2f} points "
-              f"(the dispatch model {model:.2f}), pairs apart by > 1 point ordered as measured {agree:g}/{pairs}")
+        print(f"sim on the SMs of the --placement record ({placed_by}), over the {len(rows)} pairs it has: read hit "
+              f"MAE {mae:.2f} points (sim, the dispatch model's placement: {model:.2f}), pairs apart by > 1 point "
+              f"ordered as measured {agree:g}/{pairs}")
 
 
 def cmd_from_raw(args) -> int:

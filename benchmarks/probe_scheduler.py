@@ -13,7 +13,7 @@ SM order, and whether programs that free together on neighbouring SMs start toge
 
 --summary (no GPU needed) prints per run, after the first wave: the free -> start latency (a program's
 start minus the end of the program before it on the same SM, which the scheduler knows freed a slot
-there), how often consecutive programs share an SM, a TPC and an L2 side, and how often the next
+there), how often programs consecutive in launch order share an SM, a TPC and an L2 side, and how often the next
 program's SM is 1-8 SMs further on in the scheduler's first-wave order (the walk).
 """
 
