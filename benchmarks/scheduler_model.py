@@ -146,6 +146,7 @@ def predicted_time(profiler, kernel, size: str, source: str, rounds: np.ndarray,
 def cmd_place(args) -> int:
     from fidelity import kernel_path
     from swizzleperf.fidelity.compare import hardware_for
+    from swizzleperf.fidelity.placement import PlacementRecord, RecordedPlacement
     from swizzleperf.fidelity.records import Measurement
     from swizzleperf.hardware import PRESETS
     from swizzleperf.kernel import load_kernel
@@ -170,12 +171,12 @@ def cmd_place(args) -> int:
             durations = kernel_ns * len(wave) / busy.sum() * program[busy] / program[busy].mean()
             smid = np.zeros(len(program), np.int64)
             smid[busy] = scheduler.place(wave, durations, args.window, args.sigma)
-            placed.append({"kernel": record.kernel, "size": record.size, "remap": remap.label,
-                           "source": remap.source, "smid": smid.tolist()})
+            placed.append(RecordedPlacement(kernel=record.kernel, size=record.size, remap=remap.label,
+                                            source=remap.source, smid=smid.tolist()))
         print(f"{record.kernel}: {len(record.remaps)} remaps placed", flush=True)
-    out = {"device": f"scheduler_model.py (window {args.window:g} ns, sigma {args.sigma:g} ns)", "num_sms": SMS,
-           "kernels": placed}
-    Path(args.out).write_bytes(gzip.compress(json.dumps(out, separators=(",", ":")).encode()))
+    out = PlacementRecord(device=f"scheduler_model.py (window {args.window:g} ns, sigma {args.sigma:g} ns)",
+                          num_sms=SMS, kernels=placed)
+    Path(args.out).write_bytes(gzip.compress(out.model_dump_json().encode()))
     return 0
 
 
