@@ -23,12 +23,30 @@ from swizzleperf.measured_layouts import first_wave_sequence, sm_partition
 MiB = 1024 * 1024
 
 
+class SchedulerWalk(BaseModel):
+    """NVIDIA's block scheduler as measured: it gives freed slots the next programs walking its SM order
+    (swizzleperf/sim/scheduler.py). How long programs run decides which slots free together, so the
+    DRAM figures the durations are estimated from sit here too."""
+
+    model_config = ConfigDict(extra="forbid")
+    window_ns: float = Field(6.0, gt=0, description="frees taken together and served walking the SM order "
+                                                    "(fitted on spin programs, benchmarks/scheduler_model.py)")
+    finish_jitter_ns: float = Field(300.0, ge=0, description="normal disorder of when a slot's free reaches the "
+                                                             "scheduler (fitted with window_ns)")
+    first_wave_ns: float = Field(0.36, ge=0, description="between first-wave starts (measured: 2,112 programs in "
+                                                         "0.77 us, benchmarks/probe_placement.py)")
+    dram_latency_ns: float = Field(410.0, gt=0, description="the shortest round: one DRAM round trip (measured, "
+                                                            "benchmarks/probe_l2_partitions.py)")
+    peak_dram_bytes_per_ns: float = Field(gt=0, description="the vendor's peak DRAM bandwidth (GB/s)")
+
+
 class Dispatch(BaseModel):
     """How launch-order program ids are assigned to L2 domains.
 
     round_robin: program `w` goes to domain `(w // chunk) % num_domains` (AMD's workgroup
     dispatcher, chunk 1 by default). in_order: every program shares one L2 and programs
-    start in increasing id order (NVIDIA).
+    start in increasing id order (NVIDIA); with `walk`, freed slots take the next programs walking the
+    scheduler's SM order (the first wave's), else in a hashed order.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -38,6 +56,13 @@ class Dispatch(BaseModel):
         None, description="the CU/SM each successive program of a domain's first wave starts on, as measured "
                           "(benchmarks/probe_l2_partitions.py); a CU recurs once per program it takes; "
                           "None: 0, 1, 2, ... round and round")
+    walk: SchedulerWalk | None = Field(None, description="in_order only: where programs after the first wave run")
+
+    @model_validator(mode="after")
+    def _walk_needs_in_order(self) -> "Dispatch":
+        if self.walk is not None and self.policy != "in_order":
+            raise ValueError("dispatch.walk models NVIDIA's block scheduler: it needs policy in_order")
+        return self
 
 
 class HardwareSpec(BaseModel):
@@ -206,8 +231,13 @@ _HOPPER = dict(vendor="nvidia", num_domains=1, line_bytes=128, sector_bytes=32, 
 # (mean error 1.4 %; 8 ways: 1.8 %, whose conflicts on stencil2d's tiles cost +7.5 %), so the model takes 16.
 # A read miss fetches the 64-byte half of the line around each missing sector (benchmarks/probe_pending.py on an
 # H100: one 32 B sector read per line, cold, costs two sector misses and 64 B of DRAM; a hit is one lookup).
-_GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"), l1_ways=16, l2_fetch_bytes=64,
-                  dispatch=Dispatch(policy="in_order", first_wave=first_wave_sequence("h100")))
+# The scheduler walks the H100's SM order (sim/scheduler.py); the H200's walk was recorded too, the same within 0.012.
+_GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"), l1_ways=16, l2_fetch_bytes=64)
+
+
+def _gh100_dispatch(peak_dram_gb_per_s: float) -> Dispatch:
+    return Dispatch(policy="in_order", first_wave=first_wave_sequence("h100"),
+                    walk=SchedulerWalk(peak_dram_bytes_per_ns=peak_dram_gb_per_s))
 
 PRESETS: dict[str, HardwareSpec] = {
     spec.name: spec
@@ -222,16 +252,19 @@ PRESETS: dict[str, HardwareSpec] = {
                      source="AMD CDNA4 white paper: 8 XCDs x 32 CUs, 4 MB L2 per XCD, 32 KB vector L1 per CU, "
                             "256 MB Infinity Cache"),
         HardwareSpec(name="h100", cus_per_domain=132, l2_bytes_per_domain=50 * MiB, next_level="HBM3",
-                     **{**_HOPPER, **_GH100_132},
+                     **{**_HOPPER, **_GH100_132, "dispatch": _gh100_dispatch(3350.0)},
                      source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 in two partitions, 128 B lines of four 32 B sectors, "
                             "256 KB L1/shared per SM (Hopper tuning guide, A100/H100 whitepapers); which SMs are near "
                             "which partition and the scheduler's SM order measured on an H100 "
-                            "(benchmarks/probe_l2_partitions.py); L1 hash-indexed 16-way LRU, chosen against measured "
+                            "(benchmarks/probe_l2_partitions.py), its walk fitted on spin programs (benchmarks/scheduler_model.py); "
+                            "HBM3 3.35 TB/s peak (H100 SXM data sheet); L1 hash-indexed 16-way LRU, chosen against measured "
                             "L1 traffic (benchmarks/probe_l1.py); a read miss fetches 64 B (L2 fetch granularity, "
                             "measured: benchmarks/probe_pending.py); L2 associativity unpublished, 16 assumed"),
         HardwareSpec(name="h200", cus_per_domain=132, l2_bytes_per_domain=60 * MiB, next_level="HBM3e",
-                     **{**_HOPPER, **_GH100_132},
+                     **{**_HOPPER, **_GH100_132, "dispatch": _gh100_dispatch(4800.0)},
                      source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "
+                            "HBM3e 4.8 TB/s peak (H200 data sheet); scheduler walk as the H100's (recorded on an "
+                            "H200 too); "
                             "otherwise as H100, SM layout, L1 ways and the 64 B fetch as measured on an H100 (not "
                             "verified on an H200); L2 associativity unpublished, 16 assumed"),
         HardwareSpec(name="gb10", cus_per_domain=48, l2_bytes_per_domain=24 * MiB, next_level="LPDDR5x",

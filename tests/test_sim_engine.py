@@ -51,14 +51,16 @@ def make_trace(programs: list[list[list[int]]], stores: set[tuple[int, int]] = f
 
 def make_spec(num_domains=8, sets=4, ways=2, set_index="modulo", policy="round_robin", chunk=1,
               resident=2, cus=None, l1_sets=0, l1_ways=2, sector_bytes=None, partitions=1, cu_partition=None,
-              first_wave=None, fetch_bytes=None) -> HardwareSpec:
-    """`resident` programs per domain on `cus` CUs (default: one program per CU); `sets` per partition."""
+              first_wave=None, fetch_bytes=None, walk=None) -> HardwareSpec:
+    """`resident` programs per domain on `cus` CUs (default: one program per CU); `sets` per partition; `walk`:
+    the scheduler walk's fields (sim/scheduler.py)."""
     cus = cus or resident
     return HardwareSpec.model_validate({
         **PRESETS["mi300x"].model_dump(), "name": "test", "num_domains": num_domains,
         "cus_per_domain": cus, "programs_per_cu": resident // cus,
         "l2_bytes_per_domain": partitions * sets * ways * LINE, "l2_ways": ways, "set_index": set_index,
-        "dispatch": {"policy": policy, "chunk": chunk, "first_wave": first_wave}, "l2_partitions": partitions,
+        "dispatch": {"policy": policy, "chunk": chunk, "first_wave": first_wave, "walk": walk},
+        "l2_partitions": partitions,
         "cu_partition": cu_partition, "l1_bytes_per_cu": l1_sets * l1_ways * LINE, "l1_ways": l1_ways,
         "sector_bytes": sector_bytes, "l2_fetch_bytes": fetch_bytes})
 
@@ -195,24 +197,79 @@ def oracle_fetched_beside(missing: set, sectors: set, hw: HardwareSpec) -> set:
     return {s for m in missing for s in range(m // block * block, m // block * block + block)} - sectors
 
 
+def oracle_sectors(fine: int, spl: int) -> set:
+    """The sectors (of `spl` per line) a 4-bit mask of 32 B sectors touches."""
+    return {s for s in range(spl) if any(fine >> b & 1 for b in range(s * 4 // spl, (s + 1) * 4 // spl))}
+
+
+def oracle_walk_cus(programs, program_for_slot, hw, stores, masks, round_starts) -> list[int]:
+    """The SM of each launch slot under the scheduler's walk (sim/scheduler.py's rule, plainly): programs run their
+    rounds x the longer of the DRAM latency and the compulsory traffic at peak bandwidth over all rounds; the
+    first wave starts first_wave_ns apart; frees (end + the k-th normal draw of seed 0 x jitter, k the program's
+    launch index) are taken window_ns at a time and served walking the SM order from the SM served last."""
+    import heapq
+
+    walk, spl = hw.dispatch.walk, hw.sectors_per_line
+    rounds = [sum(round_starts[p]) if round_starts else len(programs[p]) for p in range(len(programs))]
+    read, written, write_sectors = set(), set(), 0
+    for p, program in enumerate(programs):
+        for e, event in enumerate(program):
+            for line in event:
+                sectors = {(line, s) for s in oracle_sectors(masks[line] if masks else 0b1111, spl)}
+                if (p, e) in stores:
+                    written |= sectors
+                    write_sectors += len(sectors)
+                else:
+                    read |= sectors
+    compulsory = (len(read - written) + write_sectors) * hw.line_bytes // spl
+    total = sum(rounds)
+    per_round = max(walk.dram_latency_ns,
+                    compulsory * hw.cus_per_domain * hw.programs_per_cu / (walk.peak_dram_bytes_per_ns * total))
+    busy = [w for w, program in enumerate(program_for_slot) if rounds[program] > 0]
+    durations = [rounds[program_for_slot[w]] * per_round for w in busy]
+    jitter = walk.finish_jitter_ns * np.random.default_rng(0).standard_normal(len(busy))
+    order = list(dict.fromkeys(hw.dispatch.first_wave or range(hw.cus_per_domain)))
+    wave = oracle_first_wave(hw)
+    sms = wave[:len(busy)]
+    frees = [(k * walk.first_wave_ns + durations[k] + jitter[k], k) for k in range(len(sms))]
+    heapq.heapify(frees)
+    last = order.index(sms[-1]) if sms else 0
+    while len(sms) < len(busy):
+        opened, ready = frees[0][0], []
+        while frees and frees[0][0] < opened + walk.window_ns:
+            ready.append(heapq.heappop(frees)[1])
+        for k in sorted(ready, key=lambda k: ((order.index(wave[k]) - last - 1) % len(order), k)):
+            if len(sms) == len(busy):
+                break
+            last = order.index(wave[k])
+            heapq.heappush(frees, (opened + walk.window_ns + durations[len(sms)] + jitter[len(sms)], k))
+            sms.append(wave[k])
+    cus = [0] * len(program_for_slot)
+    for w, sm in zip(busy, sms):
+        cus[w] = sm
+    return cus
+
+
 def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None, sites=None, recorded_cus=None):
     """Per domain: (L2 read lookups, read hits, first fetches, write lookups, L1 lookups, L1 hits, DRAM
     fetches, promoted misses), in sectors, from the definitions: loads through the CU's L1, then its near L2
-    partition and the line's home; a miss fetches its whole fetch block; stores allocate in the L2."""
+    partition and the line's home; a miss fetches its whole fetch block; stores allocate in the L2. A spec with a
+    scheduler walk places programs by it unless a placement is recorded."""
     spl = hw.sectors_per_line
     out = []
     round_starts = None if sites is None else [
         # an event without lines carries no store flag in a trace (its flags live on its lines)
         oracle_round_starts(sites[p], [(p, e) in stores and bool(ev) for e, ev in enumerate(programs[p])])
         for p in range(len(programs))]
+    if hw.dispatch.walk is not None and recorded_cus is None:
+        recorded_cus = oracle_walk_cus(programs, program_for_slot, hw, stores, masks, round_starts)
     for stream in oracle_domain_streams(programs, program_for_slot, hw, detail=True, round_starts=round_starts,
                                         recorded_cus=recorded_cus):
         l2 = OraclePartitionedL2(hw)
         l1 = [OracleCache(hw.l1_sets, hw.l1_ways, "hash") for _ in range(hw.cus_per_domain)]
         fetched, c = set(), dict(reads=0, hits=0, first=0, writes=0, l1=0, l1_hits=0, dram=0, promoted=0)
         for cu, program, e, line in stream:
-            fine = masks[line] if masks else 0b1111  # 32 B sectors of the 128 B line
-            sectors = {s for s in range(spl) if any(fine >> b & 1 for b in range(s * 4 // spl, (s + 1) * 4 // spl))}
+            sectors = oracle_sectors(masks[line] if masks else 0b1111, spl)  # from 32 B sectors of the 128 B line
             near = hw.partition_of_cu[cu]
             if (program, e) in stores:
                 l2.access(near, line, sectors)
@@ -284,6 +341,16 @@ CONFIGS = {
     "rr2-res3-sectors-fetch64": make_spec(2, sets=3, ways=2, resident=3, sector_bytes=32, fetch_bytes=64),
     "inorder-res4-17way-2parts-fetch64": make_spec(1, sets=1, ways=17, policy="in_order", resident=4, cus=2,
                                                    sector_bytes=32, partitions=2, fetch_bytes=64),
+    # NVIDIA's scheduler walk: programs take SMs by when they end; rounds at DRAM latency (plenty of bandwidth),
+    # then paced by the compulsory traffic (a trickle of bandwidth), frees in wide and narrow windows
+    "inorder-2parts-res8-4cus-l1-walk-latency": make_spec(
+        1, sets=2, ways=4, policy="in_order", resident=8, cus=4, l1_sets=1, l1_ways=2, sector_bytes=32,
+        partitions=2, cu_partition=[1, 0, 0, 1], first_wave=[2, 0, 2, 3, 1, 0, 2], fetch_bytes=64,
+        walk={"window_ns": 400.0, "finish_jitter_ns": 300.0, "peak_dram_bytes_per_ns": 1e6}),
+    "inorder-2parts-res6-3cus-l1-walk-bandwidth": make_spec(
+        1, sets=3, ways=2, set_index="hash", policy="in_order", resident=6, cus=3, l1_sets=2, l1_ways=2,
+        sector_bytes=32, partitions=2, cu_partition=[0, 1, 1],
+        walk={"window_ns": 6.0, "finish_jitter_ns": 900.0, "peak_dram_bytes_per_ns": 0.05}),
 }
 
 

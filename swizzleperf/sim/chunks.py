@@ -37,6 +37,7 @@ class MemoryRuns:
         self.ev_round = round_starts(prepared.sites, self.ev_store, self.nev)
         self.spl = prepared.sectors_per_line
         self._masks: dict[int, np.ndarray] = {}
+        self.rounds: np.ndarray | None = None  # per program, once asked (program_rounds)
 
     def gather(self, programs: np.ndarray, spl: int):
         if spl not in self._masks:
@@ -56,6 +57,7 @@ class FileRuns:
         self.has_sites = bool(file.header.get("has_sites", True))
         self.in_memory = int(self.bytes_per_program.sum()) <= budget
         self._whole: dict[int, tuple] = {}
+        self.rounds: np.ndarray | None = None  # per program, once asked (program_rounds)
 
     def gather(self, programs: np.ndarray, spl: int):
         if not self.in_memory:
@@ -147,16 +149,35 @@ def _bounds_pass(starts, lens, masks, ids, ev_off, ev_store, read, written, tota
 
 def streamed_bounds(source: FileRuns, spl: int, budget: int) -> TraceBounds:
     """The trace's remap-independent bounds in one pass over the file (prepared.TraceBounds' meaning)."""
-    n = source.nev.shape[0]
     read = np.zeros(source.file.unique_lines, np.uint8)
     written = np.zeros(source.file.unique_lines, np.uint8)
     totals = np.zeros(2, np.int64)
-    cum = np.cumsum(source.bytes_per_program)
-    lo = 0
-    while lo < n:
-        hi = max(lo + 1, int(np.searchsorted(cum, (cum[lo - 1] if lo else 0) + budget, side="right")))
-        chunk, _, _ = source._read(np.arange(lo, min(hi, n)), spl)
+    for programs in _slices(source, budget):
+        chunk, _, _ = source._read(programs, spl)
         _bounds_pass(*chunk[:6], read, written, totals)
-        lo = hi
     return TraceBounds(trace_accesses=int(source.file.index["accesses"].sum()), read_sectors=int(totals[0]),
                        write_sectors=int(totals[1]), read_only_unique=int(_POPCOUNT[read & ~written].sum()))
+
+
+def _slices(source: FileRuns, budget: int):
+    """The trace file's programs in consecutive slices of about `budget` bytes each (at least one program)."""
+    n, cum, lo = source.nev.shape[0], np.cumsum(source.bytes_per_program), 0
+    while lo < n:
+        hi = min(n, max(lo + 1, int(np.searchsorted(cum, (cum[lo - 1] if lo else 0) + budget, side="right"))))
+        yield np.arange(lo, hi)
+        lo = hi
+
+
+def program_rounds(source, budget: int) -> np.ndarray:
+    """int64[G]: the rounds (rounds.py) each trace program issues, i.e. how many turns it runs (remembered on the
+    source: a stored trace's file is read once for it, a slice at a time)."""
+    if source.rounds is None:
+        slices = [np.arange(source.nev.shape[0])] if source.in_memory else _slices(source, budget)
+        read = source.gather if source.in_memory else source._read
+        parts = []
+        for programs in slices:
+            chunk, lo, hi = read(programs, source.spl)
+            started = np.concatenate([[0], np.cumsum(chunk[6], dtype=np.int64)])
+            parts.append(started[hi] - started[lo])
+        source.rounds = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return source.rounds

@@ -26,17 +26,17 @@ Interleaving (what the cache sees)
     is one memory round trip.
   - When a program issues its last event, the next program of the domain's queue takes its
     position and issues its first event on the next turn. Positions that finish in the same turn
-    take the next programs in a hashed (arbitrary, reproducible) order, not in position order.
-    This is a simplification: an H100's scheduler gives programs out walking its SM order from
-    where it last gave one (benchmarks/probe_placement.py), so consecutive programs of the steady
-    state share an L2 side more often than the model's half (spmv 83 %, most kernels 54-63 %).
-    A walk over the model's turns would overshoot (a uniform kernel's programs all finish in one
-    turn); it needs finishing times spread as the GPU spreads them (benchmarks/scheduler_model.py: a rule
-    fitted on programs that only spin, which orders the suite's remaps better but needs each kernel's
-    measured time). What the simplification costs is
-    measured: `fidelity.py compare --placement` simulates measured remaps on the SMs an H100 ran them on
-    (elementwise's rank correlation 0.88 -> 0.98 and its error 1.56 -> 0.59 points, spmv's 0.88 -> 0.93 with
-    measured ties; README). Programs with no events are skipped. When the queue is empty, positions fall idle and the rest keep rotating.
+    take the next programs in a hashed (arbitrary, reproducible) order, not in position order, and a
+    program runs on its position's CU. Programs with no events are skipped. When the queue is empty,
+    positions fall idle and the rest keep rotating.
+  - Where the spec has a scheduler walk (h100, h200: `dispatch.walk`), the CU of each program follows
+    NVIDIA's block scheduler instead (scheduler.py): it gives freed slots the next programs walking its
+    SM order from the SM it served last, so consecutive programs share an L2 side and an L1 more often
+    than at random, as measured (55-82 % side, benchmarks/probe_placement.py). The walk needs when slots
+    free, so it runs over program durations in ns (rounds times a per-kernel time per round) before the
+    replay; the replay's turns stay as above, only the CU of each program changes. What placement is
+    worth is measured: `fidelity.py compare --placement` simulates measured remaps on the SMs an H100
+    ran them on (README).
   - Domains run independently: each has its own L2 and no access of one domain affects another,
     so the relative timing between domains is irrelevant to the hit rate.
   - Every domain's L2 starts cold (no data from a previous kernel).

@@ -34,7 +34,7 @@ from swizzleperf.hardware import MiB, HardwareSpec
 from swizzleperf.report import BottleneckReport, DomainStats
 from swizzleperf.sim import settings
 from swizzleperf.sim.cache import CacheGeometry
-from swizzleperf.sim.chunks import MemoryRuns, replay_domain
+from swizzleperf.sim.chunks import MemoryRuns, program_rounds, replay_domain
 from swizzleperf.sim.dispatch import as_permutation, domain_queues, simulated_domains
 from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, prepare  # noqa: F401 (part of the engine's API)
 from swizzleperf.sim.replay import (  # noqa: F401 (part of the engine's API)
@@ -42,6 +42,7 @@ from swizzleperf.sim.replay import (  # noqa: F401 (part of the engine's API)
     SAMPLED_LOOKUPS, WRITE_LOOKUPS, refill_key,
 )
 from swizzleperf.sim.sampling import choose_sample, scale_counts
+from swizzleperf.sim.scheduler import walked_cus
 
 if TYPE_CHECKING:
     from swizzleperf.sim.trace import Trace
@@ -162,9 +163,7 @@ def model_notes(hw: HardwareSpec) -> list[str]:
         f"{hw.programs_per_cu} per CU), each issuing one round per turn in rotation (the loads it has in flight "
         f"together: straight-line loads, one loop iteration, then its stores; a load whose address comes from "
         f"loaded data is not told apart); "
-        f"a finished program is replaced by the next queued one on the same CU" + (
-            ", those finishing in one turn in a hashed order (an H100's scheduler walks its SM order instead, keeping "
-            "consecutive programs on one L2 side more often)" if hw.l2_partitions > 1 else ""),
+        f"a finished program is replaced by the next queued one" + _refill_note(hw),
         l1,
         f"L2 per domain: {hw.l2_bytes_per_domain / MiB:g} MB, {hw.l2_ways}-way, {hw.num_sets} sets, {granule}, "
         f"set index {hw.set_index}, true LRU, cold at kernel start",
@@ -183,6 +182,18 @@ def model_notes(hw: HardwareSpec) -> list[str]:
     ]
 
 
+def _refill_note(hw: HardwareSpec) -> str:
+    walk = hw.dispatch.walk
+    if walk is None:
+        return " on the same CU, those finishing in one turn in a hashed order"
+    return (f"; the SM it runs on is the scheduler's walk (measured on an H100, fitted on programs that only spin): "
+            f"freed slots, taken {walk.window_ns:g} ns at a time, get the next programs walking the SM order on from "
+            f"the SM served last, each program running its rounds x the longer of {walk.dram_latency_ns:g} ns (a DRAM "
+            f"round trip) and the kernel's compulsory DRAM traffic at {walk.peak_dram_bytes_per_ns / 1000:g} TB/s "
+            f"shared over its rounds, +- {walk.finish_jitter_ns:g} ns of disorder (fixed seed; no compute term); the "
+            f"turn order stays, only the SM (its L1 and L2 side) follows the walk")
+
+
 # --- the entry point ---------------------------------------------------------------------------
 def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec, threads: int = 1,
              sample: int | None = None, memory_bytes: int | None = None,
@@ -195,7 +206,8 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
     settings' default for the trace's size, sampling.py). `memory_bytes` bounds the trace data a
     stored trace's replay keeps in memory (default `settings.sim_memory_bytes()`). `recorded_cus`: the CU
     (within its domain) each launch slot ran on in a launch recorded on a GPU (benchmarks/probe_placement.py);
-    it replaces the dispatch model's placement, to tell the model's placement error from the caches' (fidelity).
+    it replaces the dispatch model's placement (the scheduler's walk where `hw.dispatch.walk` has one), to tell the
+    model's placement error from the caches' (fidelity).
     """
     prepared = prepare(trace)
     if prepared.line_bytes != hw.line_bytes:
@@ -208,6 +220,8 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
     budget = (memory_bytes or settings.sim_memory_bytes()) // max(1, min(threads, len(queues)))
     source = run_source(prepared, budget)
     model = _model(hw)
+    if recorded_cus is None and hw.dispatch.walk is not None:
+        recorded_cus = _walked(prepared, source, perm, hw, budget)
     cu_of_program = _placed(recorded_cus, perm, hw)
 
     def replay(queue: np.ndarray) -> np.ndarray:
@@ -240,6 +254,15 @@ def run_source(prepared, budget: int):
     if "runs" not in prepared._resampled:
         prepared._resampled["runs"] = MemoryRuns(prepared)
     return prepared._resampled["runs"]
+
+
+def _walked(prepared, source, perm: np.ndarray, hw: HardwareSpec, budget: int) -> np.ndarray:
+    """The SM of each launch slot under the scheduler's walk (scheduler.py): programs run as long as their rounds,
+    at the pace of the kernel's compulsory DRAM traffic (every read-only sector once, every written one)."""
+    spl = hw.sectors_per_line
+    bounds = prepared.bounds(spl)
+    compulsory = (bounds.read_only_unique + bounds.write_sectors) * (hw.line_bytes // spl)
+    return walked_cus(program_rounds(source, budget)[perm], hw, compulsory)
 
 
 def _placed(recorded_cus, perm: np.ndarray, hw: HardwareSpec) -> np.ndarray | None:

@@ -134,7 +134,8 @@ def _issue_event(event, cu, chunk, l2, l2_geometry, partition_of_cu, partitions,
 @numba.njit(cache=True, nogil=True)
 def refill_key(turn, position):
     """Sort key for the positions that finished in one turn: the order they take new programs in. A hash,
-    arbitrary but reproducible: the GPU's scheduler walks its SM order (dispatch.py says why the model does not)."""
+    arbitrary but reproducible. Where the spec has a scheduler walk, the programs' CUs come from it (scheduler.py)
+    and this order only decides which position, i.e. which turn slot, a program takes."""
     return mix64((np.uint64(turn) << np.uint64(32)) | np.uint64(position))
 
 
