@@ -3,6 +3,7 @@
     python benchmarks/fidelity.py measure OUT.json [--kernels K ...]   # on an NVIDIA GPU with ncu
     python benchmarks/fidelity.py compare OUT.json [--hardware h100] [--repeats OUT2.json ...]  # anywhere
         [--placement RECORD.json.gz]  # also on the SMs probe_placement.py --remaps recorded
+        [--walk-seeds 1,2,3]  # also under other draws of the scheduler walk (h100, h200): the ranges
     python benchmarks/fidelity.py merge OUT.json PART.json ... [--kernels K ...]  # parts measured side by side
     python benchmarks/fidelity.py requests OUT.json ... [--hardware h100] [--l1-ways N]  # the L1's filtering
 
@@ -83,6 +84,9 @@ def cmd_compare(args) -> int:
     placements = load_placements(args.placement) if args.placement else None
     repeats = [Measurement.model_validate_json(Path(p).read_text()) for p in args.repeats]
     hw, _ = resolve(args.hardware)
+    if args.walk_seeds and hw.dispatch.walk is None:
+        print(f"--walk-seeds: {hw.name} has no scheduler walk to draw again", file=sys.stderr)
+        return 2
     print(f"measured: {measurement.device}, {measurement.tool}, --cache-control {measurement.cache_control}; "
           f"simulated: preset {hw.name} with each kernel's measured occupancy and L1 carve-out")
     print("read hit = the SMs' L2 read requests that did not miss (ncu: 1 - srcunit_tex op_read lookup misses / read "
@@ -94,9 +98,12 @@ def cmd_compare(args) -> int:
             continue
         recordings = [record] + [k for m in repeats for k in m.kernels if not k.error and same_remaps(record, k)]
         noise = reproducibility(recordings) if len(recordings) > 1 else None
-        result = compare_kernel(load_kernel(kernel_path(record.kernel)), averaged(recordings), hw, noise=noise,
-                                placements=placements)
+        kernel, measured = load_kernel(kernel_path(record.kernel)), averaged(recordings)
+        result = compare_kernel(kernel, measured, hw, noise=noise, placements=placements)
         _print_kernel(result, placements.device if placements else None)
+        if args.walk_seeds:
+            _print_over_seeds([result] + [compare_kernel(kernel, measured, with_walk_seed(hw, seed), noise=noise)
+                                          for seed in args.walk_seeds], [hw.dispatch.walk.seed] + args.walk_seeds)
         results.append(result)
     if results:
         _print_pooled(results, placements.device if placements else None)
@@ -128,6 +135,23 @@ def _print_kernel(result, placed_by: str | None = None) -> None:
         for r in placed.remaps:
             print(f"  {r.label[:42]:42s} {'':7s} {r.measured_read_pct:9.2f} {r.predicted_read_pct:9.2f}")
         print(f"  MAE {placed.read_mae:.2f} points; {_ranking(placed)}")
+
+
+def with_walk_seed(hw, seed: int):
+    """`hw` with its scheduler walk's disorder drawn from another seed."""
+    return hw.model_copy(update={"dispatch": hw.dispatch.model_copy(
+        update={"walk": hw.dispatch.walk.model_copy(update={"seed": seed})})})
+
+
+def _print_over_seeds(results, seeds: list[int]) -> None:
+    """The ranking and error under several draws of the walk's disorder: how much of them is the draw's."""
+    def span(values) -> str:
+        values = [v for v in values if v is not None]
+        return f"{min(values):.2f}-{max(values):.2f}" if values else "n/a"
+    ties = "" if results[0].noise is None else \
+        f", with measured ties {span(r.rank_correlation_beyond_noise for r in results)}"
+    print(f"  over walk seeds {', '.join(map(str, seeds))}: rank corr {span(r.rank_correlation for r in results)}"
+          f"{ties}; MAE {span(r.read_mae for r in results)}")
 
 
 def _ranking(result) -> str:
@@ -255,6 +279,9 @@ def main() -> int:
                    help="more recordings of the same remaps: compared against the mean, with how much they disagree")
     c.add_argument("--placement", metavar="RECORD",
                    help="SMs recorded by probe_placement.py --remaps: also simulate each remap on them")
+    c.add_argument("--walk-seeds", type=lambda text: [int(x) for x in text.split(",")], default=[], metavar="S,...",
+                   help="simulate again with the scheduler walk's disorder drawn from these seeds too (h100, h200) "
+                        "and print each kernel's range of rank correlation and error")
     r = sub.add_parser("from-raw", help="rebuild the measurement JSON from saved raw ncu CSVs")
     r.add_argument("raw_dir")
     r.add_argument("out")

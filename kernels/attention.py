@@ -231,7 +231,7 @@ CHECK_SIZES = ["tiny", "small"]  # cheap enough for the CPU interpreter
 # 248 registers take 63.5K of 64K, and 128 KB of shared memory; on gfx942, 8 waves x 256 VGPRs fill
 # the CU's four SIMDs and Q + K + V take its 64 KB of LDS. The simulator otherwise assumes 2 per CU,
 # and two Q blocks of one head side by side would share its K/V: the sim h100 preset predicted
-# 48 % for block-first at 128 heads x 4K where ncu measures ~0.5 % at 16K (with 1: 3 %).
+# 48 % for block-first at 128 heads x 4K where ncu measures ~0.5 % at 16K (with 1: 2.2 % today).
 PROGRAMS_PER_CU = 1
 # The kernel rounds P to the input dtype before P @ V (as FA2 does) and O on the store; the rest
 # is fp32. A bf16 store is off by up to 2^-9 = 2e-3 relative (fp16: 2^-11): rtol = 4x that.

@@ -38,6 +38,8 @@ class SchedulerWalk(BaseModel):
     dram_latency_ns: float = Field(410.0, gt=0, description="the shortest round: one DRAM round trip (measured, "
                                                             "benchmarks/probe_l2_partitions.py)")
     peak_dram_bytes_per_ns: float = Field(gt=0, description="the vendor's peak DRAM bandwidth (GB/s)")
+    seed: int = Field(0, ge=0, description="which draw of the disorder: another seed is another of the GPU's "
+                                           "run-to-run placements")
 
 
 class Dispatch(BaseModel):
@@ -239,6 +241,7 @@ def _gh100_dispatch(peak_dram_gb_per_s: float) -> Dispatch:
     return Dispatch(policy="in_order", first_wave=first_wave_sequence("h100"),
                     walk=SchedulerWalk(peak_dram_bytes_per_ns=peak_dram_gb_per_s))
 
+
 PRESETS: dict[str, HardwareSpec] = {
     spec.name: spec
     for spec in [
@@ -256,16 +259,16 @@ PRESETS: dict[str, HardwareSpec] = {
                      source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 in two partitions, 128 B lines of four 32 B sectors, "
                             "256 KB L1/shared per SM (Hopper tuning guide, A100/H100 whitepapers); which SMs are near "
                             "which partition and the scheduler's SM order measured on an H100 "
-                            "(benchmarks/probe_l2_partitions.py), its walk fitted on spin programs (benchmarks/scheduler_model.py); "
-                            "HBM3 3.35 TB/s peak (H100 SXM data sheet); L1 hash-indexed 16-way LRU, chosen against measured "
-                            "L1 traffic (benchmarks/probe_l1.py); a read miss fetches 64 B (L2 fetch granularity, "
-                            "measured: benchmarks/probe_pending.py); L2 associativity unpublished, 16 assumed"),
+                            "(benchmarks/probe_l2_partitions.py), its walk fitted on spin programs "
+                            "(benchmarks/scheduler_model.py); HBM3 3.35 TB/s peak (H100 SXM data sheet); L1 "
+                            "hash-indexed 16-way LRU, chosen against measured L1 traffic (benchmarks/probe_l1.py); a "
+                            "read miss fetches 64 B (L2 fetch granularity, measured: benchmarks/probe_pending.py); L2 "
+                            "associativity unpublished, 16 assumed"),
         HardwareSpec(name="h200", cus_per_domain=132, l2_bytes_per_domain=60 * MiB, next_level="HBM3e",
                      **{**_HOPPER, **_GH100_132, "dispatch": _gh100_dispatch(4800.0)},
                      source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "
                             "HBM3e 4.8 TB/s peak (H200 data sheet); scheduler walk as the H100's (recorded on an "
-                            "H200 too); "
-                            "otherwise as H100, SM layout, L1 ways and the 64 B fetch as measured on an H100 (not "
+                            "H200 too); otherwise as H100, SM layout, L1 ways and the 64 B fetch as measured on an H100 (not "
                             "verified on an H200); L2 associativity unpublished, 16 assumed"),
         HardwareSpec(name="gb10", cus_per_domain=48, l2_bytes_per_domain=24 * MiB, next_level="LPDDR5x",
                      **{**_HOPPER, "unified_l1_bytes_per_cu": 128 * KiB, "l1_bytes_per_cu": 96 * KiB},

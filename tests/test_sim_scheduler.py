@@ -93,7 +93,8 @@ def test_the_walk_is_only_for_in_order_dispatch():
     assert all(PRESETS[name].dispatch.walk is None for name in ("mi300x", "mi355x", "gb10"))
 
 
-@pytest.mark.parametrize("name", ["inorder-2parts-res8-4cus-l1-walk-latency", "inorder-2parts-res6-3cus-l1-walk-bandwidth"])
+@pytest.mark.parametrize("name", ["inorder-2parts-res8-4cus-l1-walk-latency",
+                                  "inorder-2parts-res6-3cus-l1-walk-bandwidth"])
 def test_the_walk_survives_chunked_replay_and_a_recorded_placement_overrides_it(name, tmp_path):
     hw = CONFIGS[name]
     for seed in range(3):
@@ -119,3 +120,12 @@ def test_which_sm_a_program_gets_decides_its_l1_hits_by_hand():
         counts[window] = engine_counts(simulate(trace, np.arange(3), hw))
     assert counts[1000.0] == [(3, 0, 3, 0, 4, 1, 3, 0)]
     assert counts[0.1] == [(4, 1, 3, 0, 4, 0, 3, 0)]
+
+
+def test_the_seed_is_a_draw_of_the_disorder_and_part_of_the_spec():
+    rounds = np.tile([1, 2, 3, 5, 8], 400)
+    other = H100.model_copy(update={"dispatch": H100.dispatch.model_copy(
+        update={"walk": H100.dispatch.walk.model_copy(update={"seed": 1})})})
+    first, again, drawn = (walked_cus(rounds, hw, 10**6) for hw in (H100, H100, other))
+    assert np.array_equal(first, again) and not np.array_equal(first, drawn)
+    assert np.array_equal(first[:264], drawn[:264])  # the first wave does not wait on anything
