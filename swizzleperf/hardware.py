@@ -213,7 +213,9 @@ class HardwareSpec(BaseModel):
         sectors = f" of {self.sector_bytes} B sectors" if self.sectors_per_line > 1 else ""
         return (f"{self.name}: {self.cus_per_domain} SMs sharing one {l2:g} MB L2 ({self.line_bytes} B lines{sectors})"
                 f"{l1.replace('CU', 'SM')}; programs start in increasing id order, so the remap changes which tiles "
-                f"share a wave.")
+                f"share a wave" + ("; the scheduler gives freed slots the next programs walking its SM order, so "
+                                   "consecutive programs often share an L2 partition and sometimes an SM's L1."
+                                   if self.dispatch.walk else "."))
 
 
 KiB = 1024
