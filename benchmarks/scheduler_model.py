@@ -119,7 +119,9 @@ def cmd_place(args) -> int:
     from swizzleperf.kernel import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
 
-    scheduler = Scheduler()
+    scheduler, walk = Scheduler(), PRESETS[args.hardware].dispatch.walk
+    window = walk.window_ns if args.window is None else args.window
+    sigma = walk.finish_jitter_ns if args.sigma is None else args.sigma
     measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
     placed = []
     for record in measurement.kernels:
@@ -136,11 +138,11 @@ def cmd_place(args) -> int:
             kernel_ns = args.time_scale * remap.metrics["gpu__time_duration.sum"]
             durations = kernel_ns * len(wave) / busy.sum() * program[busy] / program[busy].mean()
             smid = np.zeros(len(program), np.int64)
-            smid[busy] = scheduler.place(wave, durations, args.window, args.sigma)
+            smid[busy] = scheduler.place(wave, durations, window, sigma)
             placed.append(RecordedPlacement(kernel=record.kernel, size=record.size, remap=remap.label,
                                             source=remap.source, smid=smid.tolist()))
         print(f"{record.kernel}: {len(record.remaps)} remaps placed", flush=True)
-    out = PlacementRecord(device=f"scheduler_model.py (window {args.window:g} ns, sigma {args.sigma:g} ns)",
+    out = PlacementRecord(device=f"scheduler_model.py (window {window:g} ns, sigma {sigma:g} ns)",
                           num_sms=SMS, kernels=placed)
     Path(args.out).write_bytes(gzip.compress(out.model_dump_json().encode()))
     return 0
@@ -156,8 +158,8 @@ def main() -> int:
     p = sub.add_parser("place", help="the model's placement of every measured remap, for fidelity.py --placement")
     p.add_argument("measurement")
     p.add_argument("out")
-    p.add_argument("--window", type=float, default=6.0)
-    p.add_argument("--sigma", type=float, default=300.0)
+    p.add_argument("--window", type=float, default=None, help="ns (default: the preset's)")
+    p.add_argument("--sigma", type=float, default=None, help="ns of disorder (default: the preset's)")
     p.add_argument("--kernels", nargs="*", default=[])
     p.add_argument("--hardware", default="h100", help="the preset of the measured GPU (h100, h200: one SM layout)")
     p.add_argument("--time-scale", type=float, default=1.0,

@@ -256,7 +256,8 @@ def test_a_recorded_placement_is_simulated_beside_the_model_and_must_be_of_the_m
         compare_kernel(kernel, record, H100, placements=load_placements(path))
 
 
-def test_compare_over_walk_seeds_prints_each_kernels_range_and_refuses_a_preset_without_a_walk(tmp_path, capsys):
+def test_compare_over_walk_seeds_prints_each_kernels_range_and_refuses_a_preset_without_a_walk(tmp_path, capsys,
+                                                                                               monkeypatch):
     """fidelity.py compare --walk-seeds: each kernel simulated again under other draws of the scheduler walk's
     disorder, its rank correlation and error given as ranges; an AMD preset has no walk to draw again."""
     import importlib.util
@@ -270,17 +271,12 @@ def test_compare_over_walk_seeds_prints_each_kernels_range_and_refuses_a_preset_
     small = elementwise.model_copy(update={"size": "small", "remaps": elementwise.remaps[:3]})
     path = tmp_path / "m.json"
     path.write_text(measurement.model_copy(update={"kernels": [small]}).model_dump_json())
-    argv = sys.argv
-    try:
-        sys.argv = ["fidelity.py", "compare", str(path), "--walk-seeds", "1,2"]
-        assert cli.main() == 0
-        out = capsys.readouterr().out
-        line = next(x for x in out.splitlines() if x.strip().startswith("over walk seeds"))
-        assert line.strip().startswith("over walk seeds 0, 1, 2: rank corr ") and "MAE " in line
-        sys.argv = ["fidelity.py", "compare", str(path), "--walk-seeds", "1", "--hardware", "mi300x"]
-        assert cli.main() == 2
-        assert "mi300x has no scheduler walk" in capsys.readouterr().err
-    finally:
-        sys.argv = argv
+    monkeypatch.setattr(sys, "argv", ["fidelity.py", "compare", str(path), "--walk-seeds", "1,2"])
+    assert cli.main() == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("over walk seeds"))
+    assert line.strip().startswith("over walk seeds 0, 1, 2: rank corr ") and "MAE " in line
+    monkeypatch.setattr(sys, "argv", ["fidelity.py", "compare", str(path), "--walk-seeds", "1", "--hardware", "mi300x"])
+    assert cli.main() == 2
+    assert "mi300x has no scheduler walk" in capsys.readouterr().err
     seeded = cli.with_walk_seed(H100, 3)
     assert seeded.dispatch.walk.seed == 3 and H100.dispatch.walk.seed == 0
