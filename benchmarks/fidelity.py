@@ -102,7 +102,7 @@ def cmd_compare(args) -> int:
         result = compare_kernel(kernel, measured, hw, noise=noise, placements=placements)
         _print_kernel(result, placements.device if placements else None)
         if args.walk_seeds:
-            _print_over_seeds([result] + [compare_kernel(kernel, measured, with_walk_seed(hw, seed), noise=noise)
+            _print_over_seeds([result] + [compare_kernel(kernel, measured, hw.with_walk_seed(seed), noise=noise)
                                           for seed in args.walk_seeds], [hw.dispatch.walk.seed] + args.walk_seeds)
         results.append(result)
     if results:
@@ -135,12 +135,6 @@ def _print_kernel(result, placed_by: str | None = None) -> None:
         for r in placed.remaps:
             print(f"  {r.label[:42]:42s} {'':7s} {r.measured_read_pct:9.2f} {r.predicted_read_pct:9.2f}")
         print(f"  MAE {placed.read_mae:.2f} points; {_ranking(placed)}")
-
-
-def with_walk_seed(hw, seed: int):
-    """`hw` with its scheduler walk's disorder drawn from another seed."""
-    return hw.model_copy(update={"dispatch": hw.dispatch.model_copy(
-        update={"walk": hw.dispatch.walk.model_copy(update={"seed": seed})})})
 
 
 def _print_over_seeds(results, seeds: list[int]) -> None:

@@ -194,6 +194,15 @@ class HardwareSpec(BaseModel):
         l1 = max(0, self.unified_l1_bytes_per_cu - carveout_bytes) // granule * granule
         return self.model_copy(update={"l1_bytes_per_cu": l1})
 
+    def with_walk_seed(self, seed: int) -> HardwareSpec:
+        """This hardware with its scheduler walk's disorder drawn from `seed`: another of the GPU's run-to-run
+        placements (sim/scheduler.py)."""
+        if self.dispatch.walk is None:
+            raise HardwareSpecError(f"{self.name} has no scheduler walk to draw again (only in_order presets with a "
+                                    f"measured walk have one: h100, h200)")
+        walk = self.dispatch.walk.model_copy(update={"seed": seed})
+        return self.model_copy(update={"dispatch": self.dispatch.model_copy(update={"walk": walk})})
+
     def with_occupancy(self, programs_per_cu: int | None) -> HardwareSpec:
         """This hardware running a kernel that fits `programs_per_cu` programs per CU (a kernel's
         PROGRAMS_PER_CU): lowers the assumption, never raises it; None changes nothing."""

@@ -278,5 +278,3 @@ def test_compare_over_walk_seeds_prints_each_kernels_range_and_refuses_a_preset_
     monkeypatch.setattr(sys, "argv", ["fidelity.py", "compare", str(path), "--walk-seeds", "1", "--hardware", "mi300x"])
     assert cli.main() == 2
     assert "mi300x has no scheduler walk" in capsys.readouterr().err
-    seeded = cli.with_walk_seed(H100, 3)
-    assert seeded.dispatch.walk.seed == 3 and H100.dispatch.walk.seed == 0

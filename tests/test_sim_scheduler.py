@@ -11,6 +11,7 @@ import pytest
 from test_sim_engine import CONFIGS, engine_counts, make_spec, make_trace
 from test_sim_stream import random_case
 
+from swizzleperf.errors import HardwareSpecError
 from swizzleperf.hardware import PRESETS, Dispatch, SchedulerWalk
 from swizzleperf.sim.engine import simulate
 from swizzleperf.sim.scheduler import ns_per_round, sm_order, walk, walked_cus
@@ -91,6 +92,8 @@ def test_the_walk_is_only_for_in_order_dispatch():
     with pytest.raises(ValueError, match="needs policy in_order"):
         Dispatch(policy="round_robin", walk=SchedulerWalk(peak_dram_bytes_per_ns=1000.0))
     assert all(PRESETS[name].dispatch.walk is None for name in ("mi300x", "mi355x", "gb10"))
+    with pytest.raises(HardwareSpecError, match="mi300x has no scheduler walk"):
+        PRESETS["mi300x"].with_walk_seed(1)
 
 
 @pytest.mark.parametrize("name", ["inorder-2parts-res8-4cus-l1-walk-latency",
@@ -124,8 +127,8 @@ def test_which_sm_a_program_gets_decides_its_l1_hits_by_hand():
 
 def test_the_seed_is_a_draw_of_the_disorder_and_part_of_the_spec():
     rounds = np.tile([1, 2, 3, 5, 8], 400)
-    other = H100.model_copy(update={"dispatch": H100.dispatch.model_copy(
-        update={"walk": H100.dispatch.walk.model_copy(update={"seed": 1})})})
+    other = H100.with_walk_seed(1)
+    assert other.dispatch.walk.seed == 1 and H100.dispatch.walk.seed == 0
     first, again, drawn = (walked_cus(rounds, hw, 10**6) for hw in (H100, H100, other))
     assert np.array_equal(first, again) and not np.array_equal(first, drawn)
     assert np.array_equal(first[:264], drawn[:264])  # the first wave does not wait on anything
