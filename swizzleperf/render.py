@@ -54,7 +54,7 @@ def spec_table(specs: list[tuple[str, HardwareSpec]], width: int = _FULL_SPEC_WI
         table.add_column(header, justify="left" if col in ("name", "vendor", "dispatch", "next level") else "right")
     for label, s in specs:
         if s.dispatch.policy != "round_robin":
-            dispatch = "in order"
+            dispatch = "in order" + (", SM walk" if s.dispatch.walk else "")
         else:
             dispatch = "round-robin" + (f", chunk {s.dispatch.chunk}" if s.dispatch.chunk != 1 or not narrow else "")
         nxt = f"{s.next_level} {s.next_level_bytes // MiB} MB" if s.next_level and s.next_level_bytes else (s.next_level or "")

@@ -91,6 +91,10 @@ def test_shared_l2_gpu_gets_the_temporal_locality_text(prompts):
     text = hardware_context("aware", PRESETS["h100"], report, prompts, HOOK)
     assert "132 SMs sharing one 50 MB L2" in text and "temporal locality" in text
     assert "XCDs" not in text and "measured with ncu" in text
+    # the scheduler walk, where the spec has one: consecutive blocks share an L2 partition; not on gb10
+    assert "walking its SM order" in text and "on one of the L2's 2 partitions" in text
+    gb10 = hardware_context("aware", PRESETS["gb10"], report.model_copy(update={"hardware": "gb10"}), prompts, HOOK)
+    assert "48 SMs sharing one 24 MB L2" in gb10 and "walking its SM order" not in gb10
 
 
 def test_unaware_mode_shows_no_hardware_at_all(prompts):

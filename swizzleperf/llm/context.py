@@ -56,7 +56,18 @@ def describe_hardware(spec: HardwareSpec, prompts: PromptSet, hook: HookSignatur
         resident=spec.resident_programs_per_domain, dies_note=_dies_note(spec, hook))
     if spec.dispatch.policy == "round_robin":
         return prompts.render("hardware_multi_die.md", dispatch_rule=_dispatch_rule(spec), **values)
-    return prompts.render("hardware_shared_l2.md", **values)
+    return prompts.render("hardware_shared_l2.md", scheduler_note=_scheduler_note(spec), **values)
+
+
+def _scheduler_note(spec: HardwareSpec) -> str:
+    """Where blocks after the first wave run, where the spec knows the scheduler's walk (sim/scheduler.py)."""
+    if spec.dispatch.walk is None:
+        return ""
+    side = (f" on one of the L2's {spec.l2_partitions} partitions: a line one of them fetched is a hit for the "
+            f"other there (from the other partition it is a far hit, which counts as a miss)"
+            if spec.l2_partitions > 1 else "")
+    return (f"After the first wave, the scheduler gives each freed slot the next block, walking its SM order on "
+            f"from the SM it served last, so blocks with consecutive ids often run on nearby SMs{side}.")
 
 
 def describe_profile(report: BottleneckReport, spec: HardwareSpec, subject: str = "the original kernel") -> str:
