@@ -129,6 +129,11 @@ def _print_kernel(result, placed_by: str | None = None) -> None:
     print(f"  MAE {result.read_mae:.2f} points; {_ranking(result)} (measured spread {result.measured_spread:.2f}); "
           f"DRAM mean |rel err| {100 * result.dram_mean_abs_rel_error:.1f}%; measured - ceiling max "
           f"{result.worst_over_ceiling:+.2f}")
+    distinct = result.distinct_launches()
+    if distinct is not None:
+        same = "; ".join(r.label for r in distinct.remaps if " = " in r.label)
+        print(f"  the same launch order at this size: {same}; over the {len(distinct.remaps)} distinct orders "
+              f"(each at its measured mean): MAE {distinct.read_mae:.2f} points; {_ranking(distinct)}")
     placed = result.on_recorded_placement()
     if placed is not None:
         print(f"  sim, each slot on the SM the --placement record gives ({placed_by}):")
@@ -144,8 +149,13 @@ def _print_over_seeds(results, seeds: list[int]) -> None:
         return f"{min(values):.2f}-{max(values):.2f}" if values else "n/a"
     ties = "" if results[0].noise is None else \
         f", with measured ties {span(r.rank_correlation_beyond_noise for r in results)}"
+    distinct = [d for r in results if (d := r.distinct_launches()) is not None]
+    over_distinct = "" if not distinct else (
+        f"; over the distinct orders rank corr {span(d.rank_correlation for d in distinct)}" +
+        ("" if distinct[0].noise is None else
+         f", with measured ties {span(d.rank_correlation_beyond_noise for d in distinct)}"))
     print(f"  over walk seeds {', '.join(map(str, seeds))}: rank corr {span(r.rank_correlation for r in results)}"
-          f"{ties}; MAE {span(r.read_mae for r in results)}")
+          f"{ties}; MAE {span(r.read_mae for r in results)}{over_distinct}")
 
 
 def _ranking(result) -> str:

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from swizzleperf.fidelity.compare import (
@@ -278,3 +279,43 @@ def test_compare_over_walk_seeds_prints_each_kernels_range_and_refuses_a_preset_
     monkeypatch.setattr(sys, "argv", ["fidelity.py", "compare", str(path), "--walk-seeds", "1", "--hardware", "mi300x"])
     assert cli.main() == 2
     assert "mi300x has no scheduler walk" in capsys.readouterr().err
+
+
+def test_remaps_with_one_launch_order_count_once_over_distinct_orders():
+    """Two remaps that send every slot to the same program are one launch: over distinct orders they count once,
+    at their measured mean, and the recordings' rates are merged the same way before the tie test."""
+    from swizzleperf.fidelity.compare import KernelComparison, RemapComparison
+    from swizzleperf.fidelity.recordings import reproducibility_of
+
+    def row(label, measured, predicted):
+        return RemapComparison(label=label, measured_read_pct=measured, predicted_read_pct=predicted,
+                               ceiling_pct=90.0, measured_dram_bytes=100.0, predicted_dram_bytes=100.0)
+
+    # a and a' are one order, measured 10 and 12 (noise: the simulator predicts them alike by construction)
+    rates = np.array([[10.0, 12.0, 20.0, 5.0], [10.2, 11.8, 20.1, 5.1], [9.8, 12.2, 19.9, 4.9]])
+    result = KernelComparison(kernel="k", size="s", hardware=H100, noise=reproducibility_of(rates),
+                              remaps=[row("a", 10.0, 11.0), row("a'", 12.0, 11.0), row("b", 20.0, 19.0),
+                                      row("c", 5.0, 6.0)], launch_of=(0, 0, 2, 3))
+    assert result.rank_correlation < 0.95  # a < a' measured, tied as predicted
+    distinct = result.distinct_launches()
+    assert [r.label for r in distinct.remaps] == ["a = a'", "b", "c"]
+    assert [r.measured_read_pct for r in distinct.remaps] == [11.0, 20.0, 5.0]
+    assert distinct.rank_correlation == pytest.approx(1.0) and distinct.rank_correlation_beyond_noise == pytest.approx(1.0)
+    assert distinct.noise.recordings == 3 and np.allclose(np.array(distinct.noise.rates)[:, 0], rates[:, :2].mean(1))
+    assert distinct.distinct_launches() is None
+
+
+def test_compare_finds_the_remaps_that_are_one_launch_order_at_the_measured_size():
+    """elementwise at its tiny size: a rewritten identity is the identity's launch order; col_major is its own."""
+    from swizzleperf.fidelity.compare import compare_kernel
+
+    kernel = load_kernel(ROOT / "kernels" / "elementwise.py")
+    measured = next(k for k in _measurement().kernels if k.kernel == "elementwise")
+    identity, col_major = (next(r for r in measured.remaps if r.label == name) for name in ("identity", "col_major"))
+    rewritten = identity.model_copy(update={"label": "identity, rewritten", "source": identity.source.replace(
+        "return pid // num_pid_n, pid % num_pid_n", "row = pid // num_pid_n\n    return row, pid - row * num_pid_n")})
+    assert rewritten.source != identity.source
+    record = measured.model_copy(update={"size": "tiny", "remaps": [identity, col_major, rewritten]})
+    result = compare_kernel(kernel, record, H100)
+    assert result.launch_of == (0, 1, 0)
+    assert [r.label for r in result.distinct_launches().remaps] == ["identity = identity, rewritten", "col_major"]

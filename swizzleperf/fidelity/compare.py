@@ -86,6 +86,7 @@ class KernelComparison:
     hardware: HardwareSpec
     remaps: list[RemapComparison]
     noise: Reproducibility | None = None  # from the recordings averaged into the measured figures, if several
+    launch_of: tuple[int, ...] = ()  # per remap: the first remap that runs the same launch order at this size
 
     @property
     def read_mae(self) -> float:
@@ -125,6 +126,25 @@ class KernelComparison:
                 agree += 0.5 if predicted == 0 else float((measured > 0) == (predicted > 0))
         return agree, pairs
 
+    def distinct_launches(self) -> KernelComparison | None:
+        """The comparison over distinct launch orders (None when every remap has its own): remaps that send every
+        slot to the same program at this size run the same launch, so the simulator predicts them alike by
+        construction and what the GPU measured between them is not the order's doing; each such group counts
+        once, at its measured mean."""
+        groups = sorted(set(self.launch_of))
+        if len(groups) == len(self.remaps):
+            return None
+        rows = []
+        for g in groups:
+            members = [r for r, of in zip(self.remaps, self.launch_of) if of == g]
+            mean = lambda values: float(np.mean(values))  # noqa: E731
+            rows.append(replace(members[0], label=" = ".join(r.label for r in members),
+                                measured_read_pct=mean([r.measured_read_pct for r in members]),
+                                measured_dram_bytes=mean([r.measured_dram_bytes for r in members]),
+                                measured_lookup_pct=None, measured_split=None, placed_read_pct=None))
+        noise = self.noise.merged(self.launch_of) if self.noise is not None and self.noise.rates else None
+        return replace(self, remaps=rows, noise=noise, launch_of=tuple(range(len(rows))))
+
     def on_recorded_placement(self) -> KernelComparison | None:
         """The same comparison with the predictions made on the GPU's recorded placement (None unless every
         remap has one): what of the error is left once the scheduler model is out of it."""
@@ -155,7 +175,17 @@ def compare_kernel(kernel: KernelFile, record: MeasuredKernel, hw: HardwareSpec,
         if placed is not None:
             row = replace(row, placed_read_pct=_placed_read_pct(profiler, kernel, record.size, remap.source, placed))
         rows.append(row)
-    return KernelComparison(kernel=record.kernel, size=record.size, hardware=kernel_hw, remaps=rows, noise=noise)
+    return KernelComparison(kernel=record.kernel, size=record.size, hardware=kernel_hw, remaps=rows, noise=noise,
+                            launch_of=_launch_orders(profiler, kernel, record))
+
+
+def _launch_orders(profiler: SimProfiler, kernel: KernelFile, record: MeasuredKernel) -> tuple[int, ...]:
+    """Per measured remap, the first remap with the same launch order (slot -> program) at the measured size
+    (a persistent kernel's remaps are told apart by their schedules, not compared here: each its own)."""
+    if kernel.persistent:
+        return tuple(range(len(record.remaps)))
+    orders = [profiler.program_for_slot(kernel, remap.source, record.size) for remap in record.remaps]
+    return tuple(next(j for j in range(i + 1) if np.array_equal(orders[j], order)) for i, order in enumerate(orders))
 
 
 def _placed_read_pct(profiler: SimProfiler, kernel: KernelFile, size: str, source: str,

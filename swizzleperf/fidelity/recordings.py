@@ -30,6 +30,15 @@ class Reproducibility:
     worst_rank_correlation: float | None  # the lowest Spearman between two recordings' read hit rates
     largest_difference: float             # points: the most one remap's read hit rate moved between recordings
     tie_groups: tuple[int, ...]           # per remap: remaps of one group are ones the recordings cannot tell apart
+    rates: tuple[tuple[float, ...], ...] = ()  # [recording][remap]: the read hit rates compared
+
+    def merged(self, launch_of: tuple[int, ...]) -> Reproducibility:
+        """The same recordings with the remaps of one launch order (`launch_of[i]`: the first remap that
+        runs remap i's order) merged into one, their rates averaged: for comparing distinct launch orders."""
+        columns = sorted(set(launch_of))
+        rates = np.array(self.rates)
+        merged = np.stack([rates[:, [i for i, g in enumerate(launch_of) if g == c]].mean(axis=1) for c in columns], 1)
+        return reproducibility_of(merged)
 
 
 def same_remaps(a: MeasuredKernel, b: MeasuredKernel) -> bool:
@@ -51,9 +60,15 @@ def averaged(records: list[MeasuredKernel]) -> MeasuredKernel:
 
 
 def reproducibility(records: list[MeasuredKernel]) -> Reproducibility:
-    rates = [[measured_read_hit_pct(r.metrics) for r in record.remaps] for record in records]
+    return reproducibility_of(np.array([[measured_read_hit_pct(r.metrics) for r in record.remaps]
+                                      for record in records]))
+
+
+def reproducibility_of(rates: np.ndarray) -> Reproducibility:
+    """From rates[recording, remap]."""
     pairs = [(a, b) for i, a in enumerate(rates) for b in rates[i + 1:]]
     rhos = [rho for a, b in pairs if (rho := spearman(a, b)) is not None]
     moved = [abs(x - y) for a, b in pairs for x, y in zip(a, b)]
-    return Reproducibility(recordings=len(records), worst_rank_correlation=min(rhos) if rhos else None,
-                           largest_difference=max(moved, default=0.0), tie_groups=tie_groups(np.array(rates)))
+    return Reproducibility(recordings=len(rates), worst_rank_correlation=min(rhos) if rhos else None,
+                           largest_difference=float(max(moved, default=0.0)), tie_groups=tie_groups(rates),
+                           rates=tuple(tuple(float(x) for x in row) for row in rates))
