@@ -137,10 +137,9 @@ class KernelComparison:
         rows = []
         for g in groups:
             members = [r for r, of in zip(self.remaps, self.launch_of) if of == g]
-            mean = lambda values: float(np.mean(values))  # noqa: E731
             rows.append(replace(members[0], label=" = ".join(r.label for r in members),
-                                measured_read_pct=mean([r.measured_read_pct for r in members]),
-                                measured_dram_bytes=mean([r.measured_dram_bytes for r in members]),
+                                measured_read_pct=float(np.mean([r.measured_read_pct for r in members])),
+                                measured_dram_bytes=float(np.mean([r.measured_dram_bytes for r in members])),
                                 measured_lookup_pct=None, measured_split=None, placed_read_pct=None))
         noise = self.noise.merged(self.launch_of) if self.noise is not None and self.noise.rates else None
         return replace(self, remaps=rows, noise=noise, launch_of=tuple(range(len(rows))))
@@ -168,31 +167,31 @@ def compare_kernel(kernel: KernelFile, record: MeasuredKernel, hw: HardwareSpec,
                    placements: PlacementRecord | None = None) -> KernelComparison:
     kernel_hw = hardware_for(record, hw)
     profiler = profiler_factory(kernel_hw, progress=progress, gpu_occupancy=False)  # occupancy as measured
+    orders = [profiler.program_for_slot(kernel, remap.source, record.size) for remap in record.remaps]
     rows = []
-    for remap in record.remaps:
+    for remap, slots in zip(record.remaps, orders):
         row = _compare(profiler.profile(kernel, remap.source, record.size), remap)
         placed = placements.find(record.kernel, record.size, remap.label) if placements else None
         if placed is not None:
-            row = replace(row, placed_read_pct=_placed_read_pct(profiler, kernel, record.size, remap.source, placed))
+            row = replace(row, placed_read_pct=_placed_read_pct(profiler, kernel, record.size, slots, placed))
         rows.append(row)
     return KernelComparison(kernel=record.kernel, size=record.size, hardware=kernel_hw, remaps=rows, noise=noise,
-                            launch_of=_launch_orders(profiler, kernel, record))
+                            launch_of=_launch_orders(orders, kernel.persistent))
 
 
-def _launch_orders(profiler: SimProfiler, kernel: KernelFile, record: MeasuredKernel) -> tuple[int, ...]:
+def _launch_orders(orders: list[np.ndarray], persistent: bool) -> tuple[int, ...]:
     """Per measured remap, the first remap with the same launch order (slot -> program) at the measured size
     (a persistent kernel's remaps are told apart by their schedules, not compared here: each its own)."""
-    if kernel.persistent:
-        return tuple(range(len(record.remaps)))
-    orders = [profiler.program_for_slot(kernel, remap.source, record.size) for remap in record.remaps]
+    if persistent:
+        return tuple(range(len(orders)))
     return tuple(next(j for j in range(i + 1) if np.array_equal(orders[j], order)) for i, order in enumerate(orders))
 
 
-def _placed_read_pct(profiler: SimProfiler, kernel: KernelFile, size: str, source: str,
+def _placed_read_pct(profiler: SimProfiler, kernel: KernelFile, size: str, slots: np.ndarray,
                      placed: RecordedPlacement) -> float:
-    """The read hit rate predicted with every launch slot on the SM the GPU ran it on. The recorded remap must
-    send every slot where the measured one does (its source may be rendered differently)."""
-    slots = profiler.program_for_slot(kernel, source, size)
+    """The read hit rate predicted with every launch slot on the SM the GPU ran it on (`slots`: the measured
+    remap's launch order). The recorded remap must send every slot where the measured one does (its source may
+    be rendered differently)."""
     if not np.array_equal(profiler.program_for_slot(kernel, placed.source, size), slots):
         raise ValueError(f"{kernel.name} {size}: the placement recorded as {placed.remap!r} ran another remap "
                          f"than the one measured under that label")
