@@ -279,8 +279,8 @@ PRESETS: dict[str, HardwareSpec] = {
                      **{**_HOPPER, **_GH100_132, "dispatch": _gh100_dispatch(4800.0)},
                      source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "
                             "HBM3e 4.8 TB/s peak (H200 data sheet); scheduler walk as the H100's (recorded on an "
-                            "H200 too); otherwise as H100, SM layout, L1 ways and the 64 B fetch as measured on an H100 (not "
-                            "verified on an H200); L2 associativity unpublished, 16 assumed"),
+                            "H200 too); otherwise as H100, SM layout, L1 ways and the 64 B fetch as measured on an "
+                            "H100 (not verified on an H200); L2 associativity unpublished, 16 assumed"),
         HardwareSpec(name="gb10", cus_per_domain=48, l2_bytes_per_domain=24 * MiB, next_level="LPDDR5x",
                      **{**_HOPPER, "unified_l1_bytes_per_cu": 128 * KiB, "l1_bytes_per_cu": 96 * KiB},
                      source="NVIDIA GB10: 48 SMs, 24 MB L2, 128 KB L1/shared per SM (Blackwell consumer SM); "

@@ -300,7 +300,8 @@ def test_remaps_with_one_launch_order_count_once_over_distinct_orders():
     distinct = result.distinct_launches()
     assert [r.label for r in distinct.remaps] == ["a = a'", "b", "c"]
     assert [r.measured_read_pct for r in distinct.remaps] == [11.0, 20.0, 5.0]
-    assert distinct.rank_correlation == pytest.approx(1.0) and distinct.rank_correlation_beyond_noise == pytest.approx(1.0)
+    assert distinct.rank_correlation == pytest.approx(1.0)
+    assert distinct.rank_correlation_beyond_noise == pytest.approx(1.0)
     assert distinct.noise.recordings == 3 and np.allclose(np.array(distinct.noise.rates)[:, 0], rates[:, :2].mean(1))
     assert distinct.distinct_launches() is None
 

@@ -17,9 +17,9 @@ H100, outside the suite; the H200's six runs agree within 0.09 without refitting
 depends on how long programs run: a program's duration is its rounds (rounds.py) times the kernel's time
 per round, the longer of one DRAM round trip and the kernel's compulsory DRAM traffic at the vendor's peak
 bandwidth shared out over its rounds (no compute term: a compute-bound kernel's programs come out short).
-The disorder is drawn from a fixed seed (`dispatch.walk.seed`), so a prediction is reproducible; another seed is another draw of
-the GPU's run-to-run placement: it moves the suite's hit rates by up to a few tenths of a point, and the
-order of remaps closer than that with them (README, the fidelity tables' seed columns).
+The disorder is drawn from a fixed seed (`dispatch.walk.seed`), so a prediction is reproducible; another
+seed is another draw of the GPU's run-to-run placement: it moves a suite remap's predicted hit rate by up to
+0.6 points, and the order of remaps closer than that with it (README, the fidelity tables' seed columns).
 """
 
 from __future__ import annotations
