@@ -41,14 +41,13 @@ class Scheduler:
     """The scheduler's SM order and each SM's L2 side (the measured H100 layout)."""
 
     def __init__(self, gpu: str = "h100"):
+        from probe_scheduler import sides_and_rank
+
         from swizzleperf.hardware import PRESETS
-        from swizzleperf.measured_layouts import sm_partition
         from swizzleperf.sim.scheduler import sm_order
 
-        self.side = np.asarray(sm_partition(gpu))
+        self.side, self.rank = sides_and_rank(gpu)
         self.order, self.first_wave_ns = sm_order(PRESETS[gpu]), PRESETS[gpu].dispatch.walk.first_wave_ns
-        self.rank = np.empty(len(self.side), np.int64)
-        self.rank[self.order] = np.arange(len(self.side))
 
     def place(self, first_wave: np.ndarray, durations: np.ndarray, window: float, sigma: float) -> np.ndarray:
         """The SM of each program (in launch order) when `first_wave` gives the positions' SMs."""
