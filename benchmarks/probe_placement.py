@@ -55,6 +55,8 @@ class SteadyState:
     same_side: tuple[float, float, float]  # P(one L2 side) for programs 1, 2 and 4 apart
     side_run: float            # mean run of consecutive programs on one side (2.0 at random)
     walk: float | None = None  # P(the next program's SM is 1-8 SMs further on in the scheduler's SM order)
+    started_before: tuple[float, float, float] | None = None  # P(a program started before the one 1 / 16 / 256
+    #                                                           launched ahead of it), from recorded start times
 
 
 def first_wave(smids: np.ndarray, num_sms: int, most: int = 64) -> int:
@@ -66,10 +68,12 @@ def first_wave(smids: np.ndarray, num_sms: int, most: int = 64) -> int:
     return 0
 
 
-def steady_state(smids, sides, order=None) -> SteadyState:
+def steady_state(smids, sides, order=None, start_ns=None) -> SteadyState:
     """`smids` of successive programs and each SM's L2 side -> the statistics after the first wave; with `order`
     (the SMs in the order the first wave fills them), how often the next program went a few SMs further on:
-    the scheduler walking its SM order from where it last gave a program (8 / num_sms if SMs were random)."""
+    the scheduler walking its SM order from where it last gave a program (8 / num_sms if SMs were random); with
+    `start_ns`, how often a program started before one launched ahead of it (ties, at the timer's 32 ns, are
+    not counted)."""
     smids, sides = np.asarray(smids), np.asarray(sides)
     skip = first_wave(smids, len(sides))
     rest, side = smids[skip:], sides[smids[skip:]]
@@ -82,8 +86,12 @@ def steady_state(smids, sides, order=None) -> SteadyState:
         rank[np.asarray(order)] = np.arange(len(sides))
         step = (rank[rest[1:]] - rank[rest[:-1]]) % len(sides)
         walk = float(np.mean((step >= 1) & (step <= 8)))
+    started_before = None
+    if start_ns is not None:
+        starts = np.asarray(start_ns)[skip:]
+        started_before = tuple(float(np.mean(starts[d:] < starts[:-d])) for d in (1, 16, 256))
     return SteadyState(first_wave=skip, same_sm=float(np.mean(rest[:-1] == rest[1:])), same_side=same,
-                       side_run=float(runs.mean()), walk=walk)
+                       side_run=float(runs.mean()), walk=walk, started_before=started_before)
 
 
 def summary(path: str, gpu: str = "h100") -> int:
@@ -96,13 +104,16 @@ def summary(path: str, gpu: str = "h100") -> int:
     order = list(dict.fromkeys(first_wave_sequence(gpu)))
     print(f"{record['device']}: after the first wave, programs 1 / 2 / 4 apart on one L2 side, on one SM, and the mean "
           f"run on one side (2.0 at random); how often the next program ran 1-8 SMs further on in the scheduler's SM "
-          f"order ({8 / len(sides):.2f} at random)")
+          f"order ({8 / len(sides):.2f} at random); where start times were recorded, how often a program started "
+          f"before the one launched 1 / 16 / 256 ahead of it")
     for kernel in record["kernels"]:
-        state = steady_state(kernel["smid"], sides, order)
+        state = steady_state(kernel["smid"], sides, order, kernel.get("start_ns"))
         remap = kernel.get("remap", "")[:24]
+        started = "" if state.started_before is None else \
+            f"  started before {' / '.join(f'{p:.3f}' for p in state.started_before)}"
         print(f"  {kernel['kernel']:14s} {kernel['size']:9s} {remap:24s} first wave {state.first_wave:5d}  same side "
               f"{' / '.join(f'{p:.2f}' for p in state.same_side)}  same SM {state.same_sm:.3f}  side run "
-              f"{state.side_run:.2f}  next 1-8 SMs on {state.walk:.2f}")
+              f"{state.side_run:.2f}  next 1-8 SMs on {state.walk:.2f}{started}")
     return 0
 
 

@@ -119,7 +119,8 @@ def oracle_domain_streams(programs, program_for_slot, hw, detail=False, round_st
                     return events
             return None
 
-        rotation = [start_next() for _ in range(hw.cus_per_domain * hw.programs_per_cu)]
+        capacity = hw.cus_per_domain * hw.programs_per_cu
+        rotation = [start_next() for _ in range(capacity)]
         cu_of = oracle_first_wave(hw)
         stream, turn = [], 0
         while any(rotation):
@@ -134,9 +135,13 @@ def oracle_domain_streams(programs, program_for_slot, hw, detail=False, round_st
                             break
                     if not running:
                         finished.append(position)
-            # positions that finished this turn take the next programs in hashed order
-            for position in sorted(finished, key=lambda p: oracle_fmix64(turn << 32 | p)):
-                rotation[position] = start_next()
+            if cu_of_program is None:  # positions that finished this turn take the next programs in hashed order
+                for position in sorted(finished, key=lambda p: oracle_fmix64(turn << 32 | p)):
+                    rotation[position] = start_next()
+            else:  # placed programs turn in the order they started: the next ones join the rotation's end
+                rotation = [running for running in rotation if running]
+                while len(rotation) < capacity and (running := start_next()):
+                    rotation.append(running)
             turn += 1
         streams.append(stream)
     return streams

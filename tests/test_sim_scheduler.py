@@ -125,6 +125,20 @@ def test_which_sm_a_program_gets_decides_its_l1_hits_by_hand():
     assert counts[0.1] == [(4, 1, 3, 0, 4, 0, 3, 0)]
 
 
+def test_placed_programs_turn_in_the_order_they_started_by_hand():
+    """Three slots, an L2 of one line. P0 reads A; P1 reads B then C; P2 reads D then E; P3 reads C. P0 ends
+    after turn 1 and P3 starts. Placed (the walk's or a recorded placement), programs turn in the order they
+    started, as a GPU starts them in launch order: P1 reads C, P2 evicts it, P3 misses it too. Unplaced, P3 takes
+    P0's slot, the first of the turn, and P1 finds C there. (L2 read lookups, hits, first fetches, writes, L1
+    lookups, L1 hits, DRAM, promoted.)"""
+    a, b, c, d, e = range(5)
+    trace = make_trace([[[a]], [[b], [c]], [[d], [e]], [[c]]])
+    hw = make_spec(1, sets=1, ways=1, policy="in_order", resident=3, cus=3)
+    assert engine_counts(simulate(trace, np.arange(4), hw, recorded_cus=np.array([0, 1, 2, 0]))) == [
+        (6, 0, 5, 0, 0, 0, 6, 0)]
+    assert engine_counts(simulate(trace, np.arange(4), hw)) == [(6, 1, 5, 0, 0, 0, 5, 0)]
+
+
 def test_the_seed_is_a_draw_of_the_disorder_and_part_of_the_spec():
     rounds = np.tile([1, 2, 3, 5, 8], 400)
     other = H100.with_walk_seed(1)

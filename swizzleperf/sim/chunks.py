@@ -80,7 +80,7 @@ def replay_domain(source, queue: np.ndarray, spl: int, first_wave: np.ndarray, b
     """Replay one domain's queue (programs in start order) chunk by chunk; returns the chunks used.
 
     `cu_of_program` (indexed by trace program): where each program ran on a GPU, replacing the dispatch model's
-    placement (its order of starts and turns stay).
+    placement; the turns then take the resident programs in the order they started (replay.py).
 
     `model` = (l2 state, l2 geometry, partition_of_cu, partitions, l1 state, l1 geometry, seen_bits,
     sample), the arguments of `replay_chunk` after the chunk's."""

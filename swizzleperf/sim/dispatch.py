@@ -34,9 +34,12 @@ Interleaving (what the cache sees)
     SM order from the SM it served last, so consecutive programs share an L2 side and an L1 more often
     than at random, as measured (55-82 % side, benchmarks/probe_placement.py). The walk needs when slots
     free, so it runs over program durations in ns (rounds times a per-kernel time per round) before the
-    replay; the replay's turns stay as above, only the CU of each program changes. What placement is
-    worth is measured: `fidelity.py compare --placement` simulates measured remaps on the SMs an H100
-    ran them on (README).
+    replay. With a placement (the walk's, or one recorded on a GPU), the replay's turns take the resident
+    programs in the order they started: a finished program leaves the rotation and the next queued ones
+    join its end, as the GPU starts programs in launch order (start times recorded on an H200,
+    tests/fixtures/probes/placement-starts-h200.json.gz), not in an arbitrary order of freed slots.
+    What placement is worth is measured: `fidelity.py compare --placement` simulates measured remaps on the
+    SMs an H100 ran them on (README).
   - Domains run independently: each has its own L2 and no access of one domain affects another,
     so the relative timing between domains is irrelevant to the hit rate.
   - Every domain's L2 starts cold (no data from a previous kernel).

@@ -191,7 +191,8 @@ def _refill_note(hw: HardwareSpec) -> str:
             f"the SM served last, each program running its rounds x the longer of {walk.dram_latency_ns:g} ns (a DRAM "
             f"round trip) and the kernel's compulsory DRAM traffic at {walk.peak_dram_bytes_per_ns / 1000:g} TB/s "
             f"shared over its rounds, +- {walk.finish_jitter_ns:g} ns of disorder (seed {walk.seed}; no compute "
-            f"term); the turn order stays, only the SM (its L1 and L2 side) follows the walk")
+            f"term); each turn takes the resident programs in the order they started, as the GPU starts them in launch "
+            f"order")
 
 
 # --- the entry point ---------------------------------------------------------------------------

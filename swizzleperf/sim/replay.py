@@ -134,8 +134,8 @@ def _issue_event(event, cu, chunk, l2, l2_geometry, partition_of_cu, partitions,
 @numba.njit(cache=True, nogil=True)
 def refill_key(turn, position):
     """Sort key for the positions that finished in one turn: the order they take new programs in. A hash,
-    arbitrary but reproducible. Where the spec has a scheduler walk, the programs' CUs come from it (scheduler.py)
-    and this order only decides which position, i.e. which turn slot, a program takes."""
+    arbitrary but reproducible. Only without a placement: placed programs turn in the order they started
+    (`_refill_in_start_order`)."""
     return mix64((np.uint64(turn) << np.uint64(32)) | np.uint64(position))
 
 
@@ -169,6 +169,19 @@ def _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation, placed):
         queued = _start_next(queued, prog_lo, prog_hi, rotation, i, placed)
         idle += rotation[0][i] == rotation[1][i]
     return queued, idle
+
+
+@numba.njit(cache=True, nogil=True)
+def _refill_in_start_order(positions, queued, prog_lo, prog_hi, rotation, placed):
+    """With a placement (each program's CU fixed beforehand), the rotation is the resident programs in the order
+    they started: the finished ones leave it, the next queued ones join at its end, as many as left. Returns
+    (positions in use, queue index)."""
+    kept = _compact(rotation, positions)
+    capacity = rotation[0].shape[0]
+    while kept < capacity and queued < prog_lo.shape[0]:
+        queued = _start_next(queued, prog_lo, prog_hi, rotation, kept, placed)
+        kept += rotation[0][kept] != rotation[1][kept]
+    return kept, queued
 
 
 @numba.njit(cache=True, nogil=True)
@@ -217,7 +230,10 @@ def replay_chunk(chunk, prog_lo, prog_hi, placed, final, rotation, state, l2, l2
             if event == end_event[i]:
                 finished[count] = i
                 count += 1
-        if count:
+        if count and placed.shape[0]:
+            positions, queued = _refill_in_start_order(positions, queued, prog_lo, prog_hi, rotation, placed)
+            active = positions
+        elif count:
             queued, idle = _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation, placed)
             active -= idle
         turn += 1
