@@ -16,7 +16,9 @@ length of the runs of consecutive programs on one side: 2.0 if the scheduler pic
 The recorded H100 runs are `tests/fixtures/probes/placement-h100.json.gz` (every suite kernel's own
 launch; spmv cut to its first 32768 programs) and `placement-remaps-h100.json.gz` (the seven kernels
 whose remaps move the hit rate, under each remap fidelity.py measures, every program; `fidelity.py compare
---placement` simulates them).
+--placement` simulates them); `placement-starts-h200.json.gz` keeps the start times (an H200: stencil2d
+under its ten remaps, elementwise and gemm under two), which --summary turns into how often a program started
+before the ones launched 1, 16 and 256 ahead of it.
 """
 
 from __future__ import annotations
