@@ -186,7 +186,7 @@ def _refill_in_start_order(positions, queued, prog_lo, prog_hi, rotation, placed
 
 @numba.njit(cache=True, nogil=True)
 def _compact(rotation, positions):
-    """Drop idle positions, keeping the rotation order (only once nothing is left to start)."""
+    """Drop idle positions, keeping the rotation order; returns how many are left."""
     kept = 0
     for i in range(positions):
         if rotation[0][i] != rotation[1][i]:
