@@ -17,11 +17,15 @@ What the H100 showed (tests/fixtures/probes/probe-pending-h100.json, 2026-11-27)
   before either copy exists).
 - a far hit leaves a copy on the reader's side (--copies, tests/fixtures/probes/probe-copies-h100.json): a third
   SM, of the second reader's side, then reads everything as near hits.
+- one SM reading the last sector of each line and another all four (--halo, probe-halo-h100.json), in either
+  order or together, on one side or opposite sides: the lookups, misses, far hits and DRAM fills are what the
+  model's partitions and 64 B fetch give (to 3 %); on opposite sides the order changes only the lookups.
 
     python benchmarks/probe_pending.py OUT.json          # runs ncu on itself
     python benchmarks/probe_pending.py --summary OUT.json
     python benchmarks/probe_pending.py --granularity OUT.json   # one reader under L2 fetch limits 32/64/128 B
     python benchmarks/probe_pending.py --copies OUT.json        # does a far hit leave a copy on the reader's side?
+    python benchmarks/probe_pending.py --halo OUT.json          # one SM reads sector 3 of each line, the other all 4
 """
 
 from __future__ import annotations
@@ -54,12 +58,13 @@ def _smid(x):
 
 
 @triton.jit
-def _read_lines(buf_ptr, sink_ptr, LINES: tl.constexpr, BLOCK: tl.constexpr, SECTORS: tl.constexpr):
-    """Read the first SECTORS 32-byte sectors of each of LINES lines past the L1 (.cg); BLOCK sums to `sink_ptr`
-    so the loads are kept."""
+def _read_lines(buf_ptr, sink_ptr, LINES: tl.constexpr, BLOCK: tl.constexpr, SECTORS: tl.constexpr,
+                FIRST: tl.constexpr):
+    """Read SECTORS 32-byte sectors from sector FIRST of each of LINES lines past the L1 (.cg); BLOCK sums to
+    `sink_ptr` so the loads are kept."""
     acc = tl.zeros((BLOCK, 8 * SECTORS), tl.int32)
     for start in range(0, LINES, BLOCK):
-        lines = (start + tl.arange(0, BLOCK))[:, None] * 32 + tl.arange(0, 8 * SECTORS)[None, :]
+        lines = (start + tl.arange(0, BLOCK))[:, None] * 32 + 8 * FIRST + tl.arange(0, 8 * SECTORS)[None, :]
         acc += tl.load(buf_ptr + lines, cache_modifier=".cg")
     tl.store(sink_ptr + tl.arange(0, BLOCK), tl.sum(acc, 1))
 
@@ -80,7 +85,7 @@ def pair_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, mode, LINES: tl.constex
             elif role == 1:
                 while tl.atomic_add(sync_ptr + 3, 0) == 0:
                     pass
-            _read_lines(buf_ptr, sink_ptr + role * BLOCK, LINES, BLOCK, SECTORS)
+            _read_lines(buf_ptr, sink_ptr + role * BLOCK, LINES, BLOCK, SECTORS, 0)
             if role == 0:
                 tl.atomic_xchg(sync_ptr + 3, 1)
 
@@ -96,9 +101,60 @@ def chain_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, sm_c, LINES: tl.conste
             if role > 0:
                 while tl.atomic_add(sync_ptr + 2 + role, 0) == 0:
                     pass
-            _read_lines(buf_ptr, sink_ptr + role * BLOCK, LINES, BLOCK, 4)
+            _read_lines(buf_ptr, sink_ptr + role * BLOCK, LINES, BLOCK, 4, 0)
             if role < 2:
                 tl.atomic_xchg(sync_ptr + 3 + role, 1)
+
+
+@triton.jit
+def halo_kernel(buf_ptr, sync_ptr, sink_ptr, sm_a, sm_b, mode, LINES: tl.constexpr, BLOCK: tl.constexpr):
+    """sync: [tickets of A, of B, arrivals, first reader done]. The first program on SM A reads the last sector of
+    every line (as a stencil's left halo reads its neighbour's line), the first on SM B all four (mode 1: A then
+    B, 3: B then A, 2: both at once)."""
+    sm = _smid(tl.program_id(0))
+    role = tl.where(sm == sm_a, 0, tl.where(sm == sm_b, 1, -1))
+    if role >= 0:
+        if tl.atomic_add(sync_ptr + role, 1) == 0:
+            waits = (mode == 1) & (role == 1) | (mode == 3) & (role == 0)
+            if mode == 2:
+                tl.atomic_add(sync_ptr + 2, 1)
+                while tl.atomic_add(sync_ptr + 2, 0) < 2:
+                    pass
+            elif waits:
+                while tl.atomic_add(sync_ptr + 3, 0) == 0:
+                    pass
+            if role == 0:
+                _read_lines(buf_ptr, sink_ptr, LINES, BLOCK, 1, 3)
+            else:
+                _read_lines(buf_ptr, sink_ptr + BLOCK, LINES, BLOCK, 4, 0)
+            if (mode != 2) & (waits == 0):
+                tl.atomic_xchg(sync_ptr + 3, 1)
+
+
+HALO_CASES = [(f"{who}, {order}", pair, mode) for who, pair in (("same side", "same"), ("opposite sides", "opposite"))
+              for order, mode in (("A (sector 3) then B (all)", 1), ("B (all) then A (sector 3)", 3),
+                                  ("together", 2))]
+
+
+def run_halo(out: str) -> int:
+    """The child for --halo: every HALO_CASES case REPEATS times, one launch each, on a fresh buffer."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from swizzleperf.measured_layouts import sm_partition
+
+    sms = pair_sms(sm_partition("h100"))
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for _ in range(REPEATS):
+        for _, pair, mode in HALO_CASES:
+            buf = torch.ones(LINES * LINE_INTS, dtype=torch.int32, device="cuda")
+            sync = torch.zeros(4, dtype=torch.int32, device="cuda")
+            halo_kernel[(num_sms * 8,)](buf, sync, torch.zeros(2 * 32, dtype=torch.int32, device="cuda"), *sms[pair],
+                                        mode, LINES=LINES, BLOCK=32, num_warps=1)
+            torch.cuda.synchronize()
+            assert sync[0].item() >= 1 and sync[1].item() >= 1, "a chosen SM ran no program"
+    Path(out).write_text(json.dumps({"sms": sms, "device": torch.cuda.get_device_name(0)}))
+    return 0
 
 
 def chain_sms(sides: list[int]) -> tuple[int, int, int]:
@@ -245,6 +301,20 @@ def main_granularity(out: str) -> int:
     return 0
 
 
+def main_halo(out: str) -> int:
+    """A one-sector read and a whole-line read of the same lines, in either order or together (HALO_CASES)."""
+    meta = Path(out).with_suffix(".sms.json")
+    launches = _profiled("--halo-child", meta, "halo_kernel")
+    if len(launches) != REPEATS * len(HALO_CASES):
+        return 1
+    rows = [{"case": HALO_CASES[i % len(HALO_CASES)][0], "repeat": i // len(HALO_CASES), **dict(launch.metrics)}
+            for i, launch in enumerate(launches)]
+    record = {**json.loads(meta.read_text()), "lines": LINES, "rows": rows}
+    Path(out).write_text(json.dumps(record, indent=1))
+    summarize(record)
+    return 0
+
+
 def main_copies(out: str) -> int:
     """Whether a far hit leaves a copy on the reader's side: a second SM of that side reading after it."""
     meta = Path(out).with_suffix(".sms.json")
@@ -269,13 +339,13 @@ def summarize(record: dict) -> None:
     """Per case, the mean over repeats, in sectors: the far partition's read lookups (hits), the SMs' read
     requests and the L2's lookups of them (misses), and the sectors filled from DRAM."""
     print(f"{record['device']}: SMs {record['sms']}; {record['lines']} lines; sectors, mean of the repeats")
-    print(f"  {'case':40s} {'requested':>9s} {'lookups':>8s} {'(miss)':>7s} {'far':>7s} {'(hit)':>6s} {'DRAM':>7s}")
-    for name, *_ in CASES:
+    print(f"  {'case':44s} {'requested':>9s} {'lookups':>8s} {'(miss)':>7s} {'far':>7s} {'(hit)':>6s} {'DRAM':>7s}")
+    for name in dict.fromkeys(r["case"] for r in record["rows"]):
         rows = [r for r in record["rows"] if r["case"] == name]
 
         def mean(metric):
             return round(sum(r.get(metric, 0.0) for r in rows) / len(rows))
-        print(f"  {name:40s} {mean('l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld.sum'):9d} "
+        print(f"  {name:44s} {mean('l1tex__m_xbar2l1tex_read_sectors_mem_lg_op_ld.sum'):9d} "
               f"{mean(TEX_HIT) + mean(TEX_MISS):8d} {mean(TEX_MISS):7d} {mean(FAR_HIT) + mean(FAR_MISS):7d} "
               f"{mean(FAR_HIT):6d} {mean('dram__bytes_read.sum') // 32:7d}")
 
@@ -290,6 +360,10 @@ if __name__ == "__main__":
         sys.exit(run_granularity(sys.argv[2]))
     if sys.argv[1:2] == ["--copies-child"]:
         sys.exit(run_copies(sys.argv[2]))
+    if sys.argv[1:2] == ["--halo-child"]:
+        sys.exit(run_halo(sys.argv[2]))
+    if sys.argv[1:2] == ["--halo"]:
+        sys.exit(main_halo(sys.argv[2]))
     if sys.argv[1:2] == ["--copies"]:
         sys.exit(main_copies(sys.argv[2]))
     if sys.argv[1:2] == ["--granularity"]:

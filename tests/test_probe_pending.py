@@ -5,7 +5,12 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from swizzleperf.hardware import PRESETS
+from swizzleperf.sim.engine import DRAM_FETCHES, PROMOTED_MISSES, READ_HITS, READ_LOOKUPS, simulate
+from swizzleperf.sim.trace import Trace
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "tests" / "fixtures" / "probes" / "probe-pending-h100.json"
@@ -75,3 +80,47 @@ def test_a_far_hit_leaves_a_copy_on_the_readers_side_as_modelled():
         for metric in (probe.TEX_MISS, probe.FAR_HIT, probe.FAR_MISS):
             assert with_c[metric] == without_c[metric], metric  # C made no misses and no far lookups
         assert with_c[probe.TEX_HIT] - without_c[probe.TEX_HIT] == 32768
+
+
+def test_a_halo_read_and_a_whole_line_read_count_as_the_model_counts_them():
+    """probe_pending.py --halo (H100, tests/fixtures/probes/probe-halo-h100.json): SM A reads the last sector of each
+    of 8192 fresh lines (a stencil's halo read), SM B all four, one after the other in either order or together.
+    The h100 preset's partitions, 64 B fetch and ncu accounting, run in the same order on the same SMs, give the
+    same lookups, misses, far hits and DRAM sectors to 3 % in every staggered case: a partial block read first or
+    second costs what the model says, and on opposite sides the order does not change the misses or far hits (the
+    GPU's 'together' counts are the staggered ones)."""
+    record = json.loads((ROOT / "tests" / "fixtures" / "probes" / "probe-halo-h100.json").read_text())
+    lines = record["lines"]
+    hw = PRESETS["h100"].model_copy(update={"l1_bytes_per_cu": 0})  # the probe's loads bypass the L1 (.cg)
+    for name, pair, mode in probe.HALO_CASES:
+        rows = [r for r in record["rows"] if r["case"] == name]
+        assert len(rows) == probe.REPEATS
+        measured = {m: sum(r[m] for r in rows) / len(rows) for m in (probe.TEX_HIT, probe.TEX_MISS, probe.FAR_HIT)}
+        measured["dram"] = sum(r["lts__d_sectors_fill_device.sum"] for r in rows) / len(rows)
+        if mode == 2:  # together: the staggered counts, either order
+            other = next(n for n, p, m in probe.HALO_CASES if p == pair and m == 1)
+            staggered = [r for r in record["rows"] if r["case"] == other]
+            for metric in (probe.TEX_MISS, probe.FAR_HIT):
+                expected = sum(r[metric] for r in staggered) / len(staggered)
+                assert measured[metric] == pytest.approx(expected, rel=0.03, abs=64), (name, metric)
+            continue
+        a, b = record["sms"][pair]
+        first, second = ((a, 0b1000), (b, 0b1111)) if mode == 1 else ((b, 0b1111), (a, 0b1000))
+        result = _two_readers(lines, (first[1], second[1]), (first[0], second[0]), hw)
+        lookups = result.total(READ_LOOKUPS) + result.total(PROMOTED_MISSES)
+        misses = lookups - result.total(READ_HITS)
+        far_hits = misses - result.total(DRAM_FETCHES)
+        assert lookups == pytest.approx(measured[probe.TEX_HIT] + measured[probe.TEX_MISS], rel=0.03), name
+        assert misses == pytest.approx(measured[probe.TEX_MISS], rel=0.03), name
+        assert far_hits == pytest.approx(measured[probe.FAR_HIT], rel=0.06, abs=400), name
+        assert result.total(DRAM_FETCHES) == pytest.approx(measured["dram"], rel=0.03), name
+
+
+def _two_readers(lines: int, masks: tuple[int, int], sms: tuple[int, int], hw):
+    """Two programs, each one load of the same `lines` lines with its own sector mask, run one after the other
+    (each load is one round) on the given SMs."""
+    trace = Trace(lines=np.tile(np.arange(lines, dtype=np.int64), 2), is_store=np.zeros(2 * lines, bool),
+                  event_offsets=np.array([0, lines, 2 * lines], np.int64),
+                  program_offsets=np.array([0, 1, 2], np.int64), line_bytes=128,
+                  sectors=np.repeat(np.array(masks, np.uint8), lines), sector_bytes=32)
+    return simulate(trace, np.arange(2), hw, recorded_cus=np.array(sms))
