@@ -268,12 +268,14 @@ def _profiled(child_flag: str, meta: Path, kernel: str = "pair_kernel") -> list:
     return launches
 
 
-def main(out: str) -> int:
+def main(out: str, names: list[str] | None = None, child_flag: str = "--child", kernel: str = "pair_kernel") -> int:
+    """Profile the child's launches (CASES, or `names` run by `child_flag`'s child), REPEATS of each, in order."""
+    names = names or [name for name, *_ in CASES]
     meta = Path(out).with_suffix(".sms.json")
-    launches = _profiled("--child", meta)
-    if len(launches) != REPEATS * len(CASES):
+    launches = _profiled(child_flag, meta, kernel)
+    if len(launches) != REPEATS * len(names):
         return 1
-    rows = [{"case": CASES[i % len(CASES)][0], "repeat": i // len(CASES), **dict(launch.metrics)}
+    rows = [{"case": names[i % len(names)], "repeat": i // len(names), **dict(launch.metrics)}
             for i, launch in enumerate(launches)]
     record = {**json.loads(meta.read_text()), "lines": LINES, "rows": rows}
     Path(out).write_text(json.dumps(record, indent=1))
@@ -298,20 +300,6 @@ def main_granularity(out: str) -> int:
         per = {m: sum(r[m] for r in mine) / len(mine) / LINES for m in (TEX_MISS, "dram__bytes_read.sum")}
         print(f"  limit {value:3d} B: {per[TEX_MISS]:.2f} sector misses and {per['dram__bytes_read.sum']:.0f} B of "
               f"DRAM per one-sector request")
-    return 0
-
-
-def main_halo(out: str) -> int:
-    """A one-sector read and a whole-line read of the same lines, in either order or together (HALO_CASES)."""
-    meta = Path(out).with_suffix(".sms.json")
-    launches = _profiled("--halo-child", meta, "halo_kernel")
-    if len(launches) != REPEATS * len(HALO_CASES):
-        return 1
-    rows = [{"case": HALO_CASES[i % len(HALO_CASES)][0], "repeat": i // len(HALO_CASES), **dict(launch.metrics)}
-            for i, launch in enumerate(launches)]
-    record = {**json.loads(meta.read_text()), "lines": LINES, "rows": rows}
-    Path(out).write_text(json.dumps(record, indent=1))
-    summarize(record)
     return 0
 
 
@@ -362,8 +350,8 @@ if __name__ == "__main__":
         sys.exit(run_copies(sys.argv[2]))
     if sys.argv[1:2] == ["--halo-child"]:
         sys.exit(run_halo(sys.argv[2]))
-    if sys.argv[1:2] == ["--halo"]:
-        sys.exit(main_halo(sys.argv[2]))
+    if sys.argv[1:2] == ["--halo"]:  # a one-sector read and a whole-line read of the same lines (HALO_CASES)
+        sys.exit(main(sys.argv[2], [name for name, *_ in HALO_CASES], "--halo-child", "halo_kernel"))
     if sys.argv[1:2] == ["--copies"]:
         sys.exit(main_copies(sys.argv[2]))
     if sys.argv[1:2] == ["--granularity"]:
