@@ -39,7 +39,7 @@ from swizzleperf.sim.dispatch import as_permutation, domain_queues, simulated_do
 from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, prepare  # noqa: F401 (part of the engine's API)
 from swizzleperf.sim.replay import (  # noqa: F401 (part of the engine's API)
     DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, N_COUNTS, PROMOTED_MISSES, READ_HITS, READ_LOOKUPS,
-    SAMPLED_LOOKUPS, WRITE_LOOKUPS, refill_key,
+    SAMPLED_LOOKUPS, WRITE_LOOKUPS,
 )
 from swizzleperf.sim.sampling import choose_sample, scale_counts
 from swizzleperf.sim.scheduler import walked_cus

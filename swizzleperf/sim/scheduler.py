@@ -31,6 +31,7 @@ import numpy as np
 
 from swizzleperf.hardware import HardwareSpec
 
+
 @numba.njit(cache=True, nogil=True)
 def _walk(slot_sm, rank, durations, jitter, window, first_wave_ns):
     """The SM of each program (launch order) when positions start on `slot_sm`: see the module docstring."""
