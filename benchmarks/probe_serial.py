@@ -1,0 +1,266 @@
+"""Does the simulator's cache model hold when a kernel's programs run one at a time? (needs an NVIDIA GPU and ncu)
+
+stencil2d launched under each remap fidelity.py measures, at its small and medium sizes, as usual ("free"), and
+with every program waiting until the one launched `lag` before it has all its data (lag 1: one program at a
+time; lag K: at most K at once). The waits are flags in global memory, read and set with relaxed atomics (ncu
+counts them apart from reads, and they leave the SM's L1 alone, as an acquire would not); `--compare` checks
+that every launch requested the same read sectors of the L2 as the free one. The kernel body is
+kernels/stencil2d.py's own, taken from the file; the wrapper adds the wait and stores each program's %smid.
+Every launch runs under ncu (`--cache-control all`): the SMs' read requests, and where they were served (near
+partition, far partition, DRAM).
+
+Why: the simulator issues a program's independent loads together and the programs of a turn one after the
+other, so for stencil2d (one round of loads per program) its prediction is the one-at-a-time order whatever the
+lag. Where the GPU's lag-1 launch matches the prediction on the same SMs and its free launch does not, what the
+model leaves out is concurrency (requests of different programs in flight at once), not the caches.
+
+    python benchmarks/probe_serial.py OUT.json.gz          # on the GPU: runs ncu on itself (a few minutes)
+    python benchmarks/probe_serial.py --compare OUT.json.gz  # anywhere: the h100 preset on the recorded SMs
+    TRITON_INTERPRET=1 python benchmarks/probe_serial.py --check   # the probed kernel on the CPU: exact, flags set
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from swizzleperf.profilers import ncu  # noqa: E402
+
+KERNEL = ROOT / "kernels" / "stencil2d.py"
+LAGS = {"small": (0, 1), "medium": (0, 1, 8, 64, 256, 1024)}  # 0: free
+REPEATS = 2
+METRICS = (ncu.READ_HIT, ncu.READ_MISS, ncu.FAR_READ_HIT, ncu.FAR_READ_MISS, ncu.DRAM_FILLS, ncu.DRAM_READ,
+           ncu.SM_READ_SECTORS, ncu.L1_HIT, ncu.L1_MISS, ncu.DURATION)
+
+MODULE = '''
+import triton
+import triton.language as tl
+
+
+{remap}
+
+
+@triton.jit
+def _smid(x):
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def probed_kernel({params}, done_ptr, smid_ptr, lag, WAIT: tl.constexpr):
+    slot = tl.program_id(0)
+    if WAIT:
+        # Relaxed: an acquire would invalidate the SM's L1, which the kernel reuses. A max, not an add of 0, which
+        # the compiler turns into a plain load (one more L2 read per spin).
+        if slot >= lag:
+            while tl.atomic_max(done_ptr + slot - lag, 0, sem="relaxed") == 0:
+                pass
+{body}
+    tl.store(smid_ptr + slot, _smid(slot))
+    if WAIT:
+        tl.debug_barrier()  # every warp has stored, so every load it issued has returned
+        tl.atomic_xchg(done_ptr + slot, 1, sem="relaxed")
+'''
+
+
+def probed_module(remap: str, kernel_path: Path = KERNEL, name: str = "jacobi5_kernel", record_sm: bool = True) -> str:
+    """The source of a module holding `remap` and `name`'s body under a wrapper that records each program's SM
+    (-1 without `record_sm`) and, with WAIT, makes every program wait for the one launched `lag` before it."""
+    text = kernel_path.read_text()
+    fn = next(node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name == name)
+    lines = text.splitlines()
+    params = ", ".join(ast.get_source_segment(text, arg) for arg in fn.args.args)
+    body = "\n".join(lines[fn.body[0].lineno - 1:fn.end_lineno])
+    if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant):  # a docstring
+        body = "\n".join(lines[fn.body[1].lineno - 1:fn.end_lineno])
+    module = MODULE.format(remap=remap, params=params, body=body)
+    return module if record_sm else module.replace("_smid(slot)", "-1")
+
+
+def _load(source: str, workdir: Path, index: int):
+    import importlib.util
+
+    path = workdir / f"probed_{index}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def launches() -> list[dict]:
+    """What the child launches, in order: every (size, remap, lag), REPEATS times."""
+    from swizzleperf.fidelity.measure import fidelity_remaps
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.kernel import load_kernel
+
+    remaps = fidelity_remaps(load_kernel(KERNEL), PRESETS["h100"])
+    return [{"size": size, "remap": label, "source": source, "lag": lag, "repeat": repeat}
+            for repeat in range(REPEATS) for size, lags in LAGS.items() for label, source in remaps for lag in lags]
+
+
+def launch(module, kernel, size: dict, lag: int, device: str):
+    """One launch of the probed kernel on fresh inputs (lag 0: free) -> (output, reference, flags, SMs)."""
+    import torch
+    import triton
+
+    from swizzleperf.hardware import PRESETS
+
+    block_m, block_n = kernel.module.BLOCK_M, kernel.module.BLOCK_N
+    x = kernel.fn("make_inputs")(size, 0, device)["x"]
+    out = torch.empty_like(x)
+    slots = triton.cdiv(size["M"], block_m) * triton.cdiv(size["N"], block_n)
+    done = torch.zeros(slots, dtype=torch.int32, device=device)
+    sms = torch.full((slots,), -1, dtype=torch.int32, device=device)
+    module.probed_kernel[(slots,)](x, out, size["M"], size["N"], x.stride(0), out.stride(0), done_ptr=done,
+                                   smid_ptr=sms, lag=max(lag, 1), WAIT=lag > 0, BLOCK_M=block_m, BLOCK_N=block_n,
+                                   NUM_XCDS=PRESETS["h100"].num_domains)
+    return out, kernel.fn("reference")({"x": x}, size)["out"], done, sms
+
+
+def run_child(meta: str) -> int:
+    """ncu's child: every launch in order; each checked against the reference, its SMs written to `meta`."""
+    import torch
+
+    from swizzleperf.kernel import load_kernel
+
+    kernel = load_kernel(KERNEL)
+    modules, smids = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for step in launches():
+            if step["source"] not in modules:
+                modules[step["source"]] = _load(probed_module(step["source"]), Path(tmp), len(modules))
+            out, expected, done, sms = launch(modules[step["source"]], kernel, kernel.size(step["size"]), step["lag"],
+                                              "cuda")
+            torch.testing.assert_close(out, expected, **kernel.module.TOLERANCE)
+            assert not step["lag"] or done.sum().item() == done.numel(), "a program did not set its flag"
+            smids.append(sms.tolist())
+    Path(meta).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "smids": smids}))
+    return 0
+
+
+def check_on_cpu() -> int:
+    """Under TRITON_INTERPRET=1: the probed kernel (without %smid, which the interpreter lacks), free and with lags
+    1 and 2, under every remap at the tiny size, computes the stencil exactly and sets every flag."""
+    import torch
+
+    from swizzleperf.fidelity.measure import fidelity_remaps
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.kernel import load_kernel
+
+    kernel = load_kernel(KERNEL)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (label, source) in enumerate(fidelity_remaps(kernel, PRESETS["h100"])):
+            module = _load(probed_module(source, record_sm=False), Path(tmp), i)
+            for lag in (0, 1, 2):
+                out, expected, done, _ = launch(module, kernel, kernel.size("tiny"), lag, "cpu")
+                torch.testing.assert_close(out, expected, atol=0, rtol=0)
+                flags = int(done.sum())
+                assert flags == (done.numel() if lag else 0), f"{label}, lag {lag}: {flags} flags set"
+                print(f"{label}, lag {lag}: exact, {flags} of {done.numel()} flags set")
+    return 0
+
+
+def main(out: str) -> int:
+    from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
+    from swizzleperf.profilers.runner import find_tool
+
+    meta = Path(out).with_suffix(".sms.json")
+    done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base",
+                           "--cache-control", "all", "--metrics", ",".join(METRICS), "--kernel-name",
+                           "regex:probed_kernel", sys.executable, __file__, "--child", str(meta)],
+                          capture_output=True, text=True, timeout=900)
+    measured = parse_ncu_csv(done.stdout + "\n" + done.stderr, "^probed_kernel$").launches
+    plan = launches()
+    if len(measured) != len(plan) or not meta.exists():
+        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+        return 1
+    recorded = json.loads(meta.read_text())
+    rows = [{**step, "metrics": dict(launch.metrics), "smid": sms}
+            for step, launch, sms in zip(plan, measured, recorded["smids"])]
+    with gzip.open(out, "wt") as f:
+        json.dump({"device": recorded["device"], "rows": rows}, f)
+    return compare(out)
+
+
+def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
+    """The h100 preset's (near, far, DRAM) for each recorded launch, on the SMs it ran on (the measured
+    occupancy of the fidelity recording; one at a time or not, the model's order is the same)."""
+    import numpy as np
+
+    from swizzleperf.fidelity.compare import hardware_for, predicted_split
+    from swizzleperf.fidelity.records import Measurement
+    from swizzleperf.hardware import PRESETS
+    from swizzleperf.kernel import load_kernel
+    from swizzleperf.profilers.sim import SimProfiler
+    from swizzleperf.sim.engine import simulate
+
+    recording = Measurement.model_validate_json(
+        (ROOT / "tests/fixtures/fidelity/measured-h100-ncu2025.3.json").read_text())
+    record = next(k for k in recording.kernels if k.kernel == "stencil2d")
+    profiler = SimProfiler(hardware_for(record, PRESETS["h100"]), gpu_occupancy=False)
+    kernel, results = load_kernel(KERNEL), []
+    for row in rows:
+        hw, _ = profiler.kernel_hardware(kernel, row["size"])
+        slots = profiler.program_for_slot(kernel, row["source"], row["size"])
+        result = simulate(profiler.trace(kernel, row["size"]), slots, hw, recorded_cus=np.asarray(row["smid"]))
+        results.append(predicted_split(result.to_report(kernel.name, row["size"], hw)))
+    return results
+
+
+def compare(path: str) -> int:
+    """Per size, remap and lag: the near hits ncu counted and the simulator predicts on the same SMs (and far hits
+    and DRAM fills, measured), then per lag the rank correlation of the near hits over the remaps."""
+    from swizzleperf.fidelity.compare import measured_split
+    from swizzleperf.fidelity.ranks import spearman
+
+    with gzip.open(path, "rt") as f:
+        record = json.load(f)
+    rows = record["rows"]
+    sims = predicted(rows)
+    for row in rows:
+        free = next(r for r in rows if (r["size"], r["remap"], r["lag"]) == (row["size"], row["remap"], 0))
+        extra = row["metrics"][ncu.SM_READ_SECTORS] / free["metrics"][ncu.SM_READ_SECTORS] - 1
+        if abs(extra) > 0.01:
+            print(f"  warning: {row['size']} {row['remap']} lag {row['lag']} requested {100 * extra:+.1f} % of the "
+                  f"free launch's read sectors (the waits' own traffic?)")
+    print(f"{record['device']}, stencil2d, % of the SMs' read requests, mean of the launches: ncu near / far / DRAM, "
+          f"then the h100 preset's near hits on the same SMs (sim); lag 0: free, lag K: at most K programs at once")
+    for size in dict.fromkeys(r["size"] for r in rows):
+        lags = list(dict.fromkeys(r["lag"] for r in rows if r["size"] == size))
+        labels = list(dict.fromkeys(r["remap"] for r in rows if r["size"] == size))
+        print(f"  {size}: {'remap':22s}" + "".join(f"{f'lag {lag}: ncu, sim':>26s}" for lag in lags))
+        near = {lag: ([], []) for lag in lags}
+        for label in labels:
+            cells = []
+            for lag in lags:
+                mine = [i for i, r in enumerate(rows) if (r["size"], r["remap"], r["lag"]) == (size, label, lag)]
+                got = [sum(measured_split(rows[i]["metrics"])[k] for i in mine) / len(mine) for k in range(3)]
+                sim = sum(sims[i][0] for i in mine) / len(mine)
+                near[lag][0].append(got[0])
+                near[lag][1].append(sim)
+                cells.append(f"{got[0]:5.1f}/{got[1]:4.1f}/{got[2]:5.1f}, {sim:5.1f}".rjust(26))
+            print(f"  {'':{len(size) + 1}s} {label[:22]:22s}" + "".join(cells))
+        print(f"  {'':{len(size) + 1}s} {'rank corr., near':22s}"
+              + "".join(f"{spearman(*near[lag]):26.2f}" for lag in lags))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or sys.argv[1] in ("--compare", "--child") and len(sys.argv) < 3:
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
+    if sys.argv[1] == "--child":
+        sys.exit(run_child(sys.argv[2]))
+    if sys.argv[1] == "--check":
+        sys.exit(check_on_cpu())
+    if sys.argv[1] == "--compare":
+        sys.exit(compare(sys.argv[2]))
+    sys.exit(main(sys.argv[1]))
