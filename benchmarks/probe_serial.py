@@ -11,16 +11,19 @@ partition, far partition, DRAM).
 
 Why: the simulator issues a program's independent loads together and the programs of a turn one after the
 other, so for stencil2d (one round of loads per program) its prediction is the one-at-a-time order whatever the
-lag. Where the GPU agrees with it under a lag and not free, what the model leaves out is concurrency (requests of
-many programs in flight at once), not the caches' rules.
+lag. Where the GPU agrees with it under a lag and not free, what the model leaves out is in how the programs run
+together, not in the caches' rules.
 
-What it showed (H100, tests/fixtures/probes/probe-serial-h100.json.gz, 2026-11-27): free (1,320 programs at once)
-the simulator counts up to 1.1 points too many near hits (rank correlation over the ten remaps 0.85, as in the
-fidelity recordings); with at most 1,024 at once (61 us, free 56 us) or 256 (134 us) it is within 0.6 (0.99,
-0.95). With few at once the near hits depend on where the buffer lies in physical memory: two machines
-part by up to 3 points one program at a time (probe-serial-h100-first.json.gz), where their free launches agree.
+What it showed (H100, tests/fixtures/probes/probe-serial-h100*.json.gz, three machines, 2026-11-27): free (1,320
+programs at once) the simulator counts up to 1.1 points too many near hits (rank correlation over the ten remaps
+0.66-0.85, as in the fidelity recordings); with any lag from 256 to 1,280 it is within 0.6 (0.95-1.00), at 1,024
+in 61 us against the free 56 us. So it is not how many programs are in flight but something a wait changes (the
+atomic round trip before a program's loads, or their strict order). With few at once the near hits depend on where
+the buffer lies in physical memory: two machines part by up to 3 points one program at a time, where their free
+launches agree.
 
     python benchmarks/probe_serial.py OUT.json.gz          # on the GPU: runs ncu on itself (a few minutes)
+    python benchmarks/probe_serial.py OUT.json.gz --lags "medium:0,1024,1280"   # other sizes and lags
     python benchmarks/probe_serial.py --compare OUT.json.gz  # anywhere: the h100 preset on the recorded SMs
     TRITON_INTERPRET=1 python benchmarks/probe_serial.py --check   # the probed kernel on the CPU: exact, flags set
 """
@@ -102,7 +105,7 @@ def _load(source: str, workdir: Path, index: int):
     return module
 
 
-def launches() -> list[dict]:
+def launches(lags: dict[str, tuple[int, ...]] = LAGS) -> list[dict]:
     """What the child launches, in order: every (size, remap, lag), REPEATS times."""
     from swizzleperf.fidelity.measure import fidelity_remaps
     from swizzleperf.hardware import PRESETS
@@ -110,7 +113,8 @@ def launches() -> list[dict]:
 
     remaps = fidelity_remaps(load_kernel(KERNEL), PRESETS["h100"])
     return [{"size": size, "remap": label, "source": source, "lag": lag, "repeat": repeat}
-            for repeat in range(REPEATS) for size, lags in LAGS.items() for label, source in remaps for lag in lags]
+            for repeat in range(REPEATS) for size, sizes_lags in lags.items() for label, source in remaps
+            for lag in sizes_lags]
 
 
 def launch(module, kernel, size: dict, lag: int, device: str):
@@ -132,7 +136,15 @@ def launch(module, kernel, size: dict, lag: int, device: str):
     return out, kernel.fn("reference")({"x": x}, size)["out"], done, sms
 
 
-def run_child(meta: str) -> int:
+def parse_lags(text: str | None) -> dict[str, tuple[int, ...]]:
+    """`medium:0,1024,1280;small:0,1` -> {size: lags}; None: LAGS."""
+    if not text:
+        return LAGS
+    return {size: tuple(int(k) for k in lags.split(",")) for size, _, lags in
+            (part.partition(":") for part in text.split(";"))}
+
+
+def run_child(meta: str, lags: dict[str, tuple[int, ...]] = LAGS) -> int:
     """ncu's child: every launch in order; each checked against the reference, its SMs written to `meta`."""
     import torch
 
@@ -141,7 +153,7 @@ def run_child(meta: str) -> int:
     kernel = load_kernel(KERNEL)
     modules, smids = {}, []
     with tempfile.TemporaryDirectory() as tmp:
-        for step in launches():
+        for step in launches(lags):
             if step["source"] not in modules:
                 modules[step["source"]] = _load(probed_module(step["source"]), Path(tmp), len(modules))
             out, expected, done, sms = launch(modules[step["source"]], kernel, kernel.size(step["size"]), step["lag"],
@@ -175,17 +187,18 @@ def check_on_cpu() -> int:
     return 0
 
 
-def main(out: str) -> int:
+def main(out: str, lags_text: str | None = None) -> int:
     from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
     from swizzleperf.profilers.runner import find_tool
 
     meta = Path(out).with_suffix(".sms.json")
     done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base",
                            "--cache-control", "all", "--metrics", ",".join(METRICS), "--kernel-name",
-                           "regex:probed_kernel", sys.executable, __file__, "--child", str(meta)],
+                           "regex:probed_kernel", sys.executable, __file__, "--child", str(meta)]
+                          + (["--lags", lags_text] if lags_text else []),
                           capture_output=True, text=True, timeout=900)
     measured = parse_ncu_csv(done.stdout + "\n" + done.stderr, "^probed_kernel$").launches
-    plan = launches()
+    plan = launches(parse_lags(lags_text))
     if len(measured) != len(plan) or not meta.exists():
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
         return 1
@@ -270,10 +283,11 @@ if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or needs_path:
         print(__doc__)
         sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
+    lags_text = sys.argv[sys.argv.index("--lags") + 1] if "--lags" in sys.argv[:-1] else None
     if sys.argv[1] == "--child":
-        sys.exit(run_child(sys.argv[2]))
+        sys.exit(run_child(sys.argv[2], parse_lags(lags_text)))
     if sys.argv[1] == "--check":
         sys.exit(check_on_cpu())
     if sys.argv[1] == "--compare":
         sys.exit(compare(sys.argv[2]))
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], lags_text))
