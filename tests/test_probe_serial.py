@@ -42,7 +42,8 @@ def test_the_probed_kernel_computes_the_stencil_and_sets_every_flag_on_the_cpu()
                           env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "identity, lag 1: exact, 9 of 9 flags set" in done.stdout
-    assert "grouped(group_m=8), lag 0: exact, 0 of 9 flags set" in done.stdout
+    assert "grouped(group_m=8), free: exact, 0 of 9 flags set" in done.stdout
+    assert "col_major, atomic, no wait: exact, 9 of 9 flags set" in done.stdout
 
 
 @pytest.mark.parametrize("record,lag", [(RECORD, 256), (RECORD, 1024), (HIGH, 1280)])
