@@ -15,15 +15,17 @@ lag. Where the GPU agrees with it under a lag and not free, what the model leave
 together, not in the caches' rules.
 
 What it showed (H100, tests/fixtures/probes/probe-serial-*h100*.json.gz, four machines, 2026-11-27): free (1,320
-programs at once) the simulator counts up to 1.0-1.5 points too many near hits on every machine (rank correlation
-over the ten remaps 0.82-0.88, as in the fidelity recordings); with the waits it is within 0.1-0.6 on three machines
-(ranks 0.95-1.00) and 0.4 on average on the fourth, also with lags above the resident count (1,600, 2,400), where
-nothing really waits: so not the number of programs in flight. An atomic round trip before the loads without a wait
-(`-1`) or the release alone (`-2`) change less. With few at once the machines part by up to 3 points (where the
-buffer lies in physical memory, presumably), where their free launches agree.
+programs at once) the simulator counts up to 1.0-1.2 points too many near hits on every machine (rank correlation
+over the ten remaps 0.67-0.89, as in the fidelity recordings); with waits of 256-1,280 programs within 0.1-0.6
+(ranks 0.95-1.00). One atomic round trip before each program's loads, with no wait (`-1`), halves the error, as a
+lag above the resident count does (1,600: nothing really waits); the release alone (`-2`) does little: it is when
+each program's loads go out, not how many programs are in flight. With few at once the machines part by up to
+3 points (where the buffer lies in memory, presumably; three buffers on one machine agree), where their free
+launches agree.
 
     python benchmarks/probe_serial.py OUT.json.gz          # on the GPU: runs ncu on itself (a few minutes)
     python benchmarks/probe_serial.py OUT.json.gz --lags "medium:0,-1,-2,1280"   # other lags (-1, -2: no wait)
+    python benchmarks/probe_serial.py OUT.json.gz --buffers 3 --repeats 1   # inputs at three places in memory
     python benchmarks/probe_serial.py --compare OUT.json.gz  # anywhere: the h100 preset on the recorded SMs
     TRITON_INTERPRET=1 python benchmarks/probe_serial.py --check   # the probed kernel on the CPU: exact, flags set
 """
@@ -111,27 +113,26 @@ def _load(source: str, workdir: Path, index: int):
     return module
 
 
-def launches(lags: dict[str, tuple[int, ...]] = LAGS) -> list[dict]:
-    """What the child launches, in order: every (size, remap, lag), REPEATS times."""
+def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats: int = REPEATS) -> list[dict]:
+    """What the child launches, in order: every (size, input buffer, remap, lag), `repeats` times."""
     from swizzleperf.fidelity.measure import fidelity_remaps
     from swizzleperf.hardware import PRESETS
     from swizzleperf.kernel import load_kernel
 
     remaps = fidelity_remaps(load_kernel(KERNEL), PRESETS["h100"])
-    return [{"size": size, "remap": label, "source": source, "lag": lag, "repeat": repeat}
-            for repeat in range(REPEATS) for size, sizes_lags in lags.items() for label, source in remaps
-            for lag in sizes_lags]
+    return [{"size": size, "buffer": buffer, "remap": label, "source": source, "lag": lag, "repeat": repeat}
+            for repeat in range(repeats) for size, sizes_lags in lags.items() for buffer in range(buffers)
+            for label, source in remaps for lag in sizes_lags]
 
 
-def launch(module, kernel, size: dict, lag: int, device: str):
-    """One launch of the probed kernel on fresh inputs (`lag`: LAGS) -> (output, reference, flags, SMs)."""
+def launch(module, kernel, size: dict, lag: int, x):
+    """One launch of the probed kernel on input `x` (`lag`: LAGS) -> (output, reference, flags, SMs)."""
     import torch
     import triton
 
     from swizzleperf.hardware import PRESETS
 
-    block_m, block_n = kernel.module.BLOCK_M, kernel.module.BLOCK_N
-    x = kernel.fn("make_inputs")(size, 0, device)["x"]
+    block_m, block_n, device = kernel.module.BLOCK_M, kernel.module.BLOCK_N, x.device
     out = torch.empty_like(x)
     slots = triton.cdiv(size["M"], block_m) * triton.cdiv(size["N"], block_n)
     done = torch.zeros(slots, dtype=torch.int32, device=device)
@@ -151,20 +152,24 @@ def parse_lags(text: str | None) -> dict[str, tuple[int, ...]]:
             (part.partition(":") for part in text.split(";"))}
 
 
-def run_child(meta: str, lags: dict[str, tuple[int, ...]] = LAGS) -> int:
-    """ncu's child: every launch in order; each checked against the reference, its SMs written to `meta`."""
+def run_child(meta: str, plan: list[dict]) -> int:
+    """ncu's child: every launch of `plan` in order; each checked against the reference, its SMs written to `meta`.
+    Each (size, buffer) has its own input tensor, all kept alive: buffers lie at different places in memory."""
     import torch
 
     from swizzleperf.kernel import load_kernel
 
     kernel = load_kernel(KERNEL)
-    modules, smids = {}, []
+    modules, inputs, smids = {}, {}, []
     with tempfile.TemporaryDirectory() as tmp:
-        for step in launches(lags):
+        for step in plan:
             if step["source"] not in modules:
                 modules[step["source"]] = _load(probed_module(step["source"]), Path(tmp), len(modules))
-            out, expected, done, sms = launch(modules[step["source"]], kernel, kernel.size(step["size"]), step["lag"],
-                                              "cuda")
+            size = kernel.size(step["size"])
+            key = (step["size"], step["buffer"])
+            if key not in inputs:
+                inputs[key] = kernel.fn("make_inputs")(size, 0, "cuda")["x"]
+            out, expected, done, sms = launch(modules[step["source"]], kernel, size, step["lag"], inputs[key])
             torch.testing.assert_close(out, expected, **kernel.module.TOLERANCE)
             assert done.sum().item() == (0 if step["lag"] == FREE else done.numel()), "a flag is wrong"
             smids.append(sms.tolist())
@@ -187,7 +192,9 @@ def check_on_cpu() -> int:
         for i, (label, source) in enumerate(fidelity_remaps(kernel, PRESETS["h100"])):
             module = _load(probed_module(source, record_sm=False), Path(tmp), i)
             for lag in (FREE, 1, 2, TOUCH, RELEASE):
-                out, expected, done, _ = launch(module, kernel, kernel.size("tiny"), lag, "cpu")
+                size = kernel.size("tiny")
+                x = kernel.fn("make_inputs")(size, 0, "cpu")["x"]
+                out, expected, done, _ = launch(module, kernel, size, lag, x)
                 torch.testing.assert_close(out, expected, atol=0, rtol=0)
                 flags = int(done.sum())
                 assert flags == (0 if lag == FREE else done.numel()), f"{label}, {lag_name(lag)}: {flags} flags set"
@@ -195,18 +202,17 @@ def check_on_cpu() -> int:
     return 0
 
 
-def main(out: str, lags_text: str | None = None) -> int:
+def main(out: str, options: list[str]) -> int:
     from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
     from swizzleperf.profilers.runner import find_tool
 
     meta = Path(out).with_suffix(".sms.json")
     done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base",
                            "--cache-control", "all", "--metrics", ",".join(METRICS), "--kernel-name",
-                           "regex:probed_kernel", sys.executable, __file__, "--child", str(meta)]
-                          + (["--lags", lags_text] if lags_text else []),
+                           "regex:probed_kernel", sys.executable, __file__, "--child", str(meta), *options],
                           capture_output=True, text=True, timeout=900)
     measured = parse_ncu_csv(done.stdout + "\n" + done.stderr, "^probed_kernel$").launches
-    plan = launches(parse_lags(lags_text))
+    plan = _plan(_arguments(["--child", str(meta), *options]))
     if len(measured) != len(plan) or not meta.exists():
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
         return 1
@@ -245,8 +251,11 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
 
 def _warn_of_extra_requests(rows: list[dict]) -> None:
     """A launch under a lag should request the free launch's read sectors: the waits are atomics, not reads."""
+    def key(r):
+        return r["size"], r.get("buffer", 0), r["remap"], r["repeat"]
+
     for row in rows:
-        free = next(r for r in rows if (r["size"], r["remap"], r["lag"]) == (row["size"], row["remap"], FREE))
+        free = next(r for r in rows if key(r) == key(row) and r["lag"] == FREE)
         extra = row["metrics"][ncu.SM_READ_SECTORS] / free["metrics"][ncu.SM_READ_SECTORS] - 1
         if abs(extra) > 0.01:
             print(f"  warning: {row['size']} {row['remap']} {lag_name(row['lag'])} requested {100 * extra:+.1f} % of the "
@@ -287,16 +296,35 @@ def compare(path: str) -> int:
     return 0
 
 
+def _arguments(argv: list[str]):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out", nargs="?", help="where the GPU run writes its record (.json.gz)")
+    parser.add_argument("--compare", metavar="RECORD", help="simulate a record's launches on their SMs (no GPU)")
+    parser.add_argument("--check", action="store_true", help="the probed kernel under TRITON_INTERPRET=1 (no GPU)")
+    parser.add_argument("--child", metavar="META", help=argparse.SUPPRESS)
+    parser.add_argument("--lags", help='per size, the lags to launch: "medium:0,-1,-2,1280;small:0,1" (default %s)'
+                        % ";".join(f"{k}:{','.join(map(str, v))}" for k, v in LAGS.items()))
+    parser.add_argument("--buffers", type=int, default=1, help="input buffers per size, each at its own place in memory")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="launches of each (buffer, remap, lag)")
+    args = parser.parse_args(argv)
+    if not (args.out or args.compare or args.check or args.child):
+        parser.error("give OUT, --compare RECORD or --check")
+    return args
+
+
+def _plan(args) -> list[dict]:
+    return launches(parse_lags(args.lags), args.buffers, args.repeats)
+
+
 if __name__ == "__main__":
-    needs_path = sys.argv[1:2] in (["--compare"], ["--child"]) and len(sys.argv) < 3
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or needs_path:
-        print(__doc__)
-        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
-    lags_text = sys.argv[sys.argv.index("--lags") + 1] if "--lags" in sys.argv[:-1] else None
-    if sys.argv[1] == "--child":
-        sys.exit(run_child(sys.argv[2], parse_lags(lags_text)))
-    if sys.argv[1] == "--check":
+    args = _arguments(sys.argv[1:])
+    if args.child:
+        sys.exit(run_child(args.child, _plan(args)))
+    if args.check:
         sys.exit(check_on_cpu())
-    if sys.argv[1] == "--compare":
-        sys.exit(compare(sys.argv[2]))
-    sys.exit(main(sys.argv[1], lags_text))
+    if args.compare:
+        sys.exit(compare(args.compare))
+    sys.exit(main(args.out, (["--lags", args.lags] if args.lags else [])
+                  + ["--buffers", str(args.buffers), "--repeats", str(args.repeats)]))
