@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -284,3 +285,28 @@ def test_pool_workers_for_gpu_profiles_own_one_gpu_each(monkeypatch):
     finally:
         pool.close()
     assert set(seen) <= {"5|5", "7|7"} and len(seen) == 6
+
+
+def test_a_terminated_workers_interrupt_inside_a_c_callback_is_not_printed(capsys, monkeypatch):
+    """Closing the pool early terminates busy workers; the interrupt that unwinds their call, raised inside a
+    callback from C (numba compiling), cannot propagate and Python would print it as an 'Exception ignored'
+    traceback. The workers' hook drops exactly that and reports anything else. (A __del__ that raises reaches the
+    hook the same way.)"""
+    import gc
+
+    from swizzleperf.executors import pool
+
+    class Raises:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def __del__(self):
+            raise self.exc
+
+    monkeypatch.setattr(sys, "unraisablehook", pool._quiet_about_termination)
+    Raises(KeyboardInterrupt())
+    gc.collect()
+    assert capsys.readouterr().err == ""
+    Raises(ValueError("a real problem"))
+    gc.collect()
+    assert "a real problem" in capsys.readouterr().err

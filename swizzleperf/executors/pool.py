@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -52,6 +53,7 @@ def visible_gpus() -> list[str]:
 def _start_worker(evaluator: bytes | None, gpus) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_terminate)
+    sys.unraisablehook = _quiet_about_termination
     if gpus is not None:
         gpu = gpus.get()
         os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["HIP_VISIBLE_DEVICES"] = gpu
@@ -70,6 +72,14 @@ def _on_terminate(signum, frame) -> None:
         threading.Timer(UNWIND_SECONDS, os._exit, (0,)).start()
         raise KeyboardInterrupt
     os._exit(0)
+
+
+def _quiet_about_termination(unraisable) -> None:
+    """_on_terminate's interrupt, raised while the worker is inside a callback from C (numba compiling, say), cannot
+    unwind the call there; Python would print it as an "Exception ignored" traceback on the user's terminal. The
+    worker ends anyway (the timer), so say nothing; anything else is reported as usual."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
 
 
 def _evaluate_in_worker(candidate: Candidate) -> Attempt:
