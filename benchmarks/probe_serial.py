@@ -14,14 +14,14 @@ other, so for stencil2d (one round of loads per program) its prediction is the o
 lag. Where the GPU agrees with it under a lag and not free, what the model leaves out is in how the programs run
 together, not in the caches' rules.
 
-What it showed (H100, tests/fixtures/probes/probe-serial-*h100*.json.gz, four machines, 2026-11-27): free (1,320
-programs at once) the simulator counts up to 1.0-1.2 points too many near hits on every machine (rank correlation
-over the ten remaps 0.67-0.89, as in the fidelity recordings); with waits of 256-1,280 programs within 0.1-0.6
-(ranks 0.95-1.00). One atomic round trip before each program's loads, with no wait (`-1`), halves the error, as a
-lag above the resident count does (1,600: nothing really waits); the release alone (`-2`) does little: it is when
-each program's loads go out, not how many programs are in flight. With few at once the machines part by up to
-3 points (where the buffer lies in memory, presumably; three buffers on one machine agree), where their free
-launches agree.
+What it showed (H100, tests/fixtures/probes/probe-serial-*h100*.json.gz, seven machines, 2026-11-27): free (1,320
+programs at once) the simulator counts up to 1.0-1.2 points too many near hits on five machines (rank correlation
+over the ten remaps 0.67-0.89, as in the fidelity recordings) and none on two (0.15-0.17 on average, with and
+without the timer reads). Where the excess is, waits of 256-1,280 programs bring the simulator within 0.1-0.6
+(ranks 0.95-1.00), and one atomic round trip before each program's loads, with no wait (`-1`), halves it, as a lag
+above the resident count does (1,600: nothing really waits); the release alone (`-2`) does little. With few at once
+the machines part by up to 3 points (three buffers on one machine agree). `--timing` prints when each program's
+loads went out and came back.
 
     python benchmarks/probe_serial.py OUT.json.gz          # on the GPU: runs ncu on itself (a few minutes)
     python benchmarks/probe_serial.py OUT.json.gz --lags "medium:0,-1,-2,1280"   # other lags (-1, -2: no wait)
@@ -71,7 +71,12 @@ def _smid(x):
 
 
 @triton.jit
-def probed_kernel({params}, done_ptr, smid_ptr, lag, START: tl.constexpr, END: tl.constexpr):
+def _now(x):
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [x], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def probed_kernel({params}, done_ptr, smid_ptr, times_ptr, lag, START: tl.constexpr, END: tl.constexpr):
     slot = tl.program_id(0)
     if START:  # wait for the flag of the program launched `lag` earlier; lag 0: one look at this program's own
         # flag, which nobody has set: no wait, one atomic round trip. Relaxed: an acquire would invalidate the
@@ -79,7 +84,9 @@ def probed_kernel({params}, done_ptr, smid_ptr, lag, START: tl.constexpr, END: t
         if slot >= lag:
             while tl.atomic_max(done_ptr + slot - lag, 0, sem="relaxed") < (lag > 0):
                 pass
+    tl.store(times_ptr + 2 * slot, _now(slot))  # its loads go out now
 {body}
+    tl.store(times_ptr + 2 * slot + 1, _now(slot))  # they are back (the stores used them)
     tl.store(smid_ptr + slot, _smid(slot))
     if END:
         tl.debug_barrier()  # every warp has stored, so every load it issued has returned
@@ -88,9 +95,10 @@ def probed_kernel({params}, done_ptr, smid_ptr, lag, START: tl.constexpr, END: t
 
 
 def probed_module(remap: str, kernel_path: Path = KERNEL, name: str = "jacobi5_kernel",
-                  record_sm: bool = True) -> str:
+                  record_sm: bool = True, times: bool = True) -> str:
     """The source of a module holding `remap` and `name`'s body under a wrapper that records each program's SM
-    (-1 without `record_sm`) and, with START and END, makes every program wait for the one launched `lag` before it."""
+    and the time its loads go out and are back (-1 and 0 without `record_sm`) and, with START and END, makes every
+    program wait for the one launched `lag` before it."""
     text = kernel_path.read_text()
     fn = next(node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name == name)
     lines = text.splitlines()
@@ -99,7 +107,9 @@ def probed_module(remap: str, kernel_path: Path = KERNEL, name: str = "jacobi5_k
     if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant):  # a docstring
         body = "\n".join(lines[fn.body[1].lineno - 1:fn.end_lineno])
     module = MODULE.format(remap=remap, params=params, body=body)
-    return module if record_sm else module.replace("_smid(slot)", "-1")
+    if not times:  # the timer reads are inline assembly around the loads, which may change their schedule
+        module = "\n".join(line for line in module.splitlines() if "_now(slot)" not in line)
+    return module if record_sm else module.replace("_smid(slot)", "-1").replace("_now(slot)", "0")
 
 
 def _load(source: str, workdir: Path, index: int):
@@ -126,7 +136,8 @@ def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats:
 
 
 def launch(module, kernel, size: dict, lag: int, x):
-    """One launch of the probed kernel on input `x` (`lag`: LAGS) -> (output, reference, flags, SMs)."""
+    """One launch of the probed kernel on input `x` (`lag`: LAGS) -> (output, reference, flags, SMs, times: per
+    program when its loads went out and when they were back, ns of %globaltimer)."""
     import torch
     import triton
 
@@ -137,11 +148,12 @@ def launch(module, kernel, size: dict, lag: int, x):
     slots = triton.cdiv(size["M"], block_m) * triton.cdiv(size["N"], block_n)
     done = torch.zeros(slots, dtype=torch.int32, device=device)
     sms = torch.full((slots,), -1, dtype=torch.int32, device=device)
+    times = torch.zeros((slots, 2), dtype=torch.int64, device=device)
     module.probed_kernel[(slots,)](x, out, size["M"], size["N"], x.stride(0), out.stride(0), done_ptr=done,
-                                   smid_ptr=sms, lag=max(lag, 0), START=lag > 0 or lag == TOUCH, END=lag != FREE,
+                                   smid_ptr=sms, times_ptr=times, lag=max(lag, 0), START=lag > 0 or lag == TOUCH, END=lag != FREE,
                                    BLOCK_M=block_m, BLOCK_N=block_n,
                                    NUM_XCDS=PRESETS["h100"].num_domains)
-    return out, kernel.fn("reference")({"x": x}, size)["out"], done, sms
+    return out, kernel.fn("reference")({"x": x}, size)["out"], done, sms, times
 
 
 def parse_lags(text: str | None) -> dict[str, tuple[int, ...]]:
@@ -152,7 +164,7 @@ def parse_lags(text: str | None) -> dict[str, tuple[int, ...]]:
             (part.partition(":") for part in text.split(";"))}
 
 
-def run_child(meta: str, plan: list[dict]) -> int:
+def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
     """ncu's child: every launch of `plan` in order; each checked against the reference, its SMs written to `meta`.
     Each (size, buffer) has its own input tensor, all kept alive: buffers lie at different places in memory."""
     import torch
@@ -160,20 +172,21 @@ def run_child(meta: str, plan: list[dict]) -> int:
     from swizzleperf.kernel import load_kernel
 
     kernel = load_kernel(KERNEL)
-    modules, inputs, smids = {}, {}, []
+    modules, inputs, smids, times = {}, {}, [], []
     with tempfile.TemporaryDirectory() as tmp:
         for step in plan:
             if step["source"] not in modules:
-                modules[step["source"]] = _load(probed_module(step["source"]), Path(tmp), len(modules))
+                modules[step["source"]] = _load(probed_module(step["source"], times=times), Path(tmp), len(modules))
             size = kernel.size(step["size"])
             key = (step["size"], step["buffer"])
             if key not in inputs:
                 inputs[key] = kernel.fn("make_inputs")(size, 0, "cuda")["x"]
-            out, expected, done, sms = launch(modules[step["source"]], kernel, size, step["lag"], inputs[key])
+            out, expected, done, sms, stamps = launch(modules[step["source"]], kernel, size, step["lag"], inputs[key])
             torch.testing.assert_close(out, expected, **kernel.module.TOLERANCE)
             assert done.sum().item() == (0 if step["lag"] == FREE else done.numel()), "a flag is wrong"
             smids.append(sms.tolist())
-    Path(meta).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "smids": smids}))
+            times.append((stamps - stamps[:, 0].min()).T.tolist())
+    Path(meta).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "smids": smids, "times": times}))
     return 0
 
 
@@ -194,7 +207,7 @@ def check_on_cpu() -> int:
             for lag in (FREE, 1, 2, TOUCH, RELEASE):
                 size = kernel.size("tiny")
                 x = kernel.fn("make_inputs")(size, 0, "cpu")["x"]
-                out, expected, done, _ = launch(module, kernel, size, lag, x)
+                out, expected, done, _, _ = launch(module, kernel, size, lag, x)
                 torch.testing.assert_close(out, expected, atol=0, rtol=0)
                 flags = int(done.sum())
                 assert flags == (0 if lag == FREE else done.numel()), f"{label}, {lag_name(lag)}: {flags} flags set"
@@ -217,8 +230,8 @@ def main(out: str, options: list[str]) -> int:
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
         return 1
     recorded = json.loads(meta.read_text())
-    rows = [{**step, "metrics": dict(launch.metrics), "smid": sms}
-            for step, launch, sms in zip(plan, measured, recorded["smids"])]
+    rows = [{**step, "metrics": dict(launch.metrics), "smid": sms, "loads_out_ns": out_ns, "loads_back_ns": back_ns}
+            for step, launch, sms, (out_ns, back_ns) in zip(plan, measured, recorded["smids"], recorded["times"])]
     with gzip.open(out, "wt") as f:
         json.dump({"device": recorded["device"], "rows": rows}, f)
     from swizzleperf.errors import TraceCaptureError
@@ -303,6 +316,32 @@ def compare(path: str) -> int:
     return 0
 
 
+def timing(path: str, skip: int = 1320) -> int:
+    """Per launch mode (medium, the first buffer and launch): after the first `skip` programs, how far apart in
+    time the loads of programs d launches apart went out (median ns; share within 64 ns, two timer ticks; share
+    that went out before the earlier-launched one's), and a program's median time from its loads going out to
+    their being back."""
+    import numpy as np
+
+    with gzip.open(path, "rt") as f:
+        rows = [r for r in json.load(f)["rows"] if "loads_out_ns" in r and r["size"] == "medium"
+                and r.get("buffer", 0) == 0 and r["repeat"] == 0]
+    if not rows:
+        print(f"{path}: no times recorded (records before the probe kept them)")
+        return 1
+    print("mode / remap: loads out, programs d apart: median ns, within 64 ns, earlier; a program's loads back after")
+    for row in rows:
+        out = np.asarray(row["loads_out_ns"], np.int64)[skip:]
+        back = np.asarray(row["loads_back_ns"], np.int64)[skip:]
+        cells = []
+        for d in (1, 8, 64):
+            gap = out[d:] - out[:-d]
+            cells.append(f"d={d}: {np.median(gap):5.0f} {np.mean(np.abs(gap) < 64):.2f} {np.mean(gap < 0):.2f}")
+        print(f"  {lag_name(row['lag'])[:16]:16s} {row['remap'][:22]:22s} " + "  ".join(cells)
+              + f"  back after {np.median(back - out):6.0f} ns")
+    return 0
+
+
 def _arguments(argv: list[str]):
     import argparse
 
@@ -310,14 +349,16 @@ def _arguments(argv: list[str]):
     parser.add_argument("out", nargs="?", help="where the GPU run writes its record (.json.gz)")
     parser.add_argument("--compare", metavar="RECORD", help="simulate a record's launches on their SMs (no GPU)")
     parser.add_argument("--check", action="store_true", help="the probed kernel under TRITON_INTERPRET=1 (no GPU)")
+    parser.add_argument("--timing", metavar="RECORD", help="when the programs' loads went out (no GPU)")
     parser.add_argument("--child", metavar="META", help=argparse.SUPPRESS)
     parser.add_argument("--lags", help='per size, the lags to launch: "medium:0,-1,-2,1280;small:0,1" (default %s)'
                         % ";".join(f"{k}:{','.join(map(str, v))}" for k, v in LAGS.items()))
     parser.add_argument("--buffers", type=int, default=1, help="input buffers per size, each at its own place in memory")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="launches of each (buffer, remap, lag)")
+    parser.add_argument("--no-times", action="store_true", help="leave out the timer reads around the loads")
     args = parser.parse_args(argv)
-    if not (args.out or args.compare or args.check or args.child):
-        parser.error("give OUT, --compare RECORD or --check")
+    if not (args.out or args.compare or args.check or args.child or args.timing):
+        parser.error("give OUT, --compare RECORD, --timing RECORD or --check")
     return args
 
 
@@ -328,10 +369,13 @@ def _plan(args) -> list[dict]:
 if __name__ == "__main__":
     args = _arguments(sys.argv[1:])
     if args.child:
-        sys.exit(run_child(args.child, _plan(args)))
+        sys.exit(run_child(args.child, _plan(args), times=not args.no_times))
     if args.check:
         sys.exit(check_on_cpu())
     if args.compare:
         sys.exit(compare(args.compare))
+    if args.timing:
+        sys.exit(timing(args.timing))
     sys.exit(main(args.out, (["--lags", args.lags] if args.lags else [])
-                  + ["--buffers", str(args.buffers), "--repeats", str(args.repeats)]))
+                  + ["--buffers", str(args.buffers), "--repeats", str(args.repeats)]
+                  + (["--no-times"] if args.no_times else [])))

@@ -63,3 +63,15 @@ def test_with_each_program_waiting_for_one_launched_before_the_simulator_counts_
     predicted = np.array([near for near, _, _ in probe.predicted(rows)])
     assert np.abs(predicted - measured).max() < 0.7
     assert spearman(measured, predicted) >= 0.95
+
+
+def test_timing_says_when_programs_loads_went_out(capsys):
+    """The sixth machine's record (`--timing`): free, programs launched one apart send their loads within 64 ns of
+    each other nine times in ten; with one atomic round trip before the loads, fewer than half do."""
+    assert probe.timing(str(PROBES / "probe-serial-times-h100.json.gz")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    free = next(line for line in lines if line.split()[:2] == ["free", "identity"])
+    touched = next(line for line in lines if "atomic, no wait" in line and " identity " in line)
+    assert float(free.split("d=1:")[1].split()[1]) >= 0.9
+    assert float(touched.split("d=1:")[1].split()[1]) < 0.5
+    assert probe.timing(str(RECORD)) == 1  # recorded before the probe kept times: says so
