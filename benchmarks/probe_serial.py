@@ -14,9 +14,9 @@ other, so for stencil2d (one round of loads per program) its prediction is the o
 lag. Where the GPU agrees with it under a lag and not free, what the model leaves out is in how the programs run
 together, not in the caches' rules.
 
-What it showed (H100, tests/fixtures/probes/probe-serial-*h100*.json.gz, seven machines, 2026-11-27): free (1,320
+What it showed (H100, tests/fixtures/probes/probe-serial-*h100*.json.gz, nine machines, 2026-11-27): free (1,320
 programs at once) the simulator counts up to 1.0-1.2 points too many near hits on five machines (rank correlation
-over the ten remaps 0.67-0.89, as in the fidelity recordings) and none on two (0.15-0.17 on average, with and
+over the ten remaps 0.67-0.89, as in the fidelity recordings) and none on four (0.15-0.31 on average, with and
 without the timer reads). Where the excess is, waits of 256-1,280 programs bring the simulator within 0.1-0.6
 (ranks 0.95-1.00), and one atomic round trip before each program's loads, with no wait (`-1`), halves it, as a lag
 above the resident count does (1,600: nothing really waits); the release alone (`-2`) does little. With few at once
