@@ -233,7 +233,7 @@ def main(out: str, options: list[str]) -> int:
     rows = [{**step, "metrics": dict(launch.metrics), "smid": sms, "loads_out_ns": out_ns, "loads_back_ns": back_ns}
             for step, launch, sms, (out_ns, back_ns) in zip(plan, measured, recorded["smids"], recorded["times"])]
     with gzip.open(out, "wt") as f:
-        json.dump({"device": recorded["device"], "rows": rows}, f)
+        json.dump({"device": recorded["device"], "nvidia_smi": _gpu_facts(), "rows": rows}, f)
     from swizzleperf.errors import TraceCaptureError
 
     try:
@@ -242,6 +242,18 @@ def main(out: str, options: list[str]) -> int:
         print(f"recorded {len(rows)} launches to {out}; the simulator cannot capture stencil2d here ({exc}): run "
               f"`python benchmarks/probe_serial.py --compare {out}` where the README's set-up is")
         return 0
+
+
+def _gpu_facts() -> str | None:
+    """nvidia-smi's line for the GPU (which chip, driver, clocks, power): the free launch's error differs from
+    machine to machine, so every record says which it was."""
+    query = "name,uuid,driver_version,vbios_version,clocks.max.sm,clocks.sm,clocks.mem,power.limit,temperature.gpu"
+    try:
+        done = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
