@@ -150,8 +150,8 @@ def launch(module, kernel, size: dict, lag: int, x):
     sms = torch.full((slots,), -1, dtype=torch.int32, device=device)
     times = torch.zeros((slots, 2), dtype=torch.int64, device=device)
     module.probed_kernel[(slots,)](x, out, size["M"], size["N"], x.stride(0), out.stride(0), done_ptr=done,
-                                   smid_ptr=sms, times_ptr=times, lag=max(lag, 0), START=lag > 0 or lag == TOUCH, END=lag != FREE,
-                                   BLOCK_M=block_m, BLOCK_N=block_n,
+                                   smid_ptr=sms, times_ptr=times, lag=max(lag, 0), START=lag > 0 or lag == TOUCH,
+                                   END=lag != FREE, BLOCK_M=block_m, BLOCK_N=block_n,
                                    NUM_XCDS=PRESETS["h100"].num_domains)
     return out, kernel.fn("reference")({"x": x}, size)["out"], done, sms, times
 
@@ -172,7 +172,7 @@ def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
     from swizzleperf.kernel import load_kernel
 
     kernel = load_kernel(KERNEL)
-    modules, inputs, smids, times = {}, {}, [], []
+    modules, inputs, smids, clocks = {}, {}, [], []
     with tempfile.TemporaryDirectory() as tmp:
         for step in plan:
             if step["source"] not in modules:
@@ -185,8 +185,8 @@ def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
             torch.testing.assert_close(out, expected, **kernel.module.TOLERANCE)
             assert done.sum().item() == (0 if step["lag"] == FREE else done.numel()), "a flag is wrong"
             smids.append(sms.tolist())
-            times.append((stamps - stamps[:, 0].min()).T.tolist())
-    Path(meta).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "smids": smids, "times": times}))
+            clocks.append((stamps - stamps[:, 0].min()).T.tolist())
+    Path(meta).write_text(json.dumps({"device": torch.cuda.get_device_name(0), "smids": smids, "times": clocks}))
     return 0
 
 
@@ -290,8 +290,8 @@ def _warn_of_extra_requests(rows: list[dict]) -> None:
         free = next(r for r in rows if key(r) == key(row) and r["lag"] == FREE)
         extra = row["metrics"][ncu.SM_READ_SECTORS] / free["metrics"][ncu.SM_READ_SECTORS] - 1
         if abs(extra) > 0.01:
-            print(f"  warning: {row['size']} {row['remap']} {lag_name(row['lag'])} requested {100 * extra:+.1f} % of the "
-                  f"free launch's read sectors (the waits' own traffic?)")
+            print(f"  warning: {row['size']} {row['remap']} {lag_name(row['lag'])} requested {100 * extra:+.1f} % of "
+                  f"the free launch's read sectors (the waits' own traffic?)")
 
 
 def compare(path: str) -> int:
@@ -365,7 +365,8 @@ def _arguments(argv: list[str]):
     parser.add_argument("--child", metavar="META", help=argparse.SUPPRESS)
     parser.add_argument("--lags", help='per size, the lags to launch: "medium:0,-1,-2,1280;small:0,1" (default %s)'
                         % ";".join(f"{k}:{','.join(map(str, v))}" for k, v in LAGS.items()))
-    parser.add_argument("--buffers", type=int, default=1, help="input buffers per size, each at its own place in memory")
+    parser.add_argument("--buffers", type=int, default=1,
+                        help="input buffers per size, each at its own place in memory")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="launches of each (buffer, remap, lag)")
     parser.add_argument("--no-times", action="store_true", help="leave out the timer reads around the loads")
     args = parser.parse_args(argv)
