@@ -230,7 +230,9 @@ def main(out: str, options: list[str]) -> int:
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
         return 1
     recorded = json.loads(meta.read_text())
-    rows = [{**step, "metrics": dict(launch.metrics), "smid": sms, "loads_out_ns": out_ns, "loads_back_ns": back_ns}
+    timed = "--no-times" not in options  # without the timer reads the times are zeros: not kept
+    rows = [{**step, "metrics": dict(launch.metrics), "smid": sms}
+            | ({"loads_out_ns": out_ns, "loads_back_ns": back_ns} if timed else {})
             for step, launch, sms, (out_ns, back_ns) in zip(plan, measured, recorded["smids"], recorded["times"])]
     with gzip.open(out, "wt") as f:
         json.dump({"device": recorded["device"], "nvidia_smi": _gpu_facts(), "rows": rows}, f)
@@ -341,7 +343,8 @@ def timing(path: str, skip: int = 1320) -> int:
     if not rows:
         print(f"{path}: no times recorded (records before the probe kept them)")
         return 1
-    print("mode / remap: loads out, programs d apart: median ns, within 64 ns, earlier; a program's loads back after")
+    print("measured (%globaltimer, 32 ns ticks), per mode / remap: loads out, programs d apart: median ns, within "
+          "64 ns, earlier; a program's loads back after")
     for row in rows:
         out = np.asarray(row["loads_out_ns"], np.int64)[skip:]
         back = np.asarray(row["loads_back_ns"], np.int64)[skip:]
