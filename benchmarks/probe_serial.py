@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -94,22 +95,59 @@ def probed_kernel({params}, done_ptr, smid_ptr, times_ptr, lag, START: tl.conste
 '''
 
 
-def probed_module(remap: str, kernel_path: Path = KERNEL, name: str = "jacobi5_kernel",
-                  record_sm: bool = True, times: bool = True) -> str:
-    """The source of a module holding `remap` and `name`'s body under a wrapper that records each program's SM
-    and the time its loads go out and are back (-1 and 0 without `record_sm`) and, with START and END, makes every
-    program wait for the one launched `lag` before it."""
+def kernel_file(step: dict) -> Path:
+    """The kernel a launch ran: stencil2d unless the step names another (records before `--kernel` name none)."""
+    return ROOT / step["kernel"] if "kernel" in step else KERNEL
+
+
+def _kernel_function(tree: ast.Module) -> ast.FunctionDef:
+    """The file's kernel: its first @triton.jit function other than the remap hook."""
+    hook = next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                and any(getattr(t, "id", None) == "REMAP_HOOK" for t in node.targets))
+    return next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name != hook
+                and any("jit" in ast.unparse(d) for d in node.decorator_list))
+
+
+def kernel_source(kernel_path: Path) -> tuple[str, str]:
+    """(parameters, body) of the kernel in `kernel_path`, as written there (without a docstring)."""
     text = kernel_path.read_text()
-    fn = next(node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name == name)
+    fn = _kernel_function(ast.parse(text))
     lines = text.splitlines()
-    params = ", ".join(ast.get_source_segment(text, arg) for arg in fn.args.args)
-    body = "\n".join(lines[fn.body[0].lineno - 1:fn.end_lineno])
-    if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant):  # a docstring
-        body = "\n".join(lines[fn.body[1].lineno - 1:fn.end_lineno])
-    module = MODULE.format(remap=remap, params=params, body=body)
+    first = 1 if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else 0
+    return (", ".join(ast.get_source_segment(text, arg) for arg in fn.args.args),
+            "\n".join(lines[fn.body[first].lineno - 1:fn.end_lineno]))
+
+
+def probed_module(remap: str, kernel_path: Path = KERNEL, record_sm: bool = True, times: bool = True,
+                  load_order: tuple[str, ...] = ()) -> str:
+    """The source of a module holding `remap` and the kernel's body under a wrapper that records each program's SM
+    and the time its loads go out and are back (-1 and 0 without `record_sm`) and, with START and END, makes every
+    program wait for the one launched `lag` before it. `load_order`: the body's load statements (by the name each
+    assigns) in this order instead of the file's."""
+    params, body = kernel_source(kernel_path)
+    module = MODULE.format(remap=remap, params=params, body=reordered_loads(body, load_order) if load_order else body)
     if not times:  # the timer reads are inline assembly around the loads, which may change their schedule
         module = "\n".join(line for line in module.splitlines() if "_now(slot)" not in line)
     return module if record_sm else module.replace("_smid(slot)", "-1").replace("_now(slot)", "0")
+
+
+def load_statements(body: str) -> dict[str, int]:
+    """The line of each one-line `NAME = tl.load(...)` statement of `body`, by NAME, in order."""
+    return {m.group(1): i for i, line in enumerate(body.splitlines())
+            if (m := re.match(r"\s*(\w+) = tl\.load\(.*\)$", line))}
+
+
+def reordered_loads(body: str, order: tuple[str, ...]) -> str:
+    """`body` with its one-line `NAME = tl.load(...)` statements, which must stand together, in `order` (every
+    one of them named once). They are independent, so only when each goes out changes."""
+    lines = body.splitlines()
+    at = load_statements(body)
+    if sorted(at) != sorted(order):
+        raise ValueError(f"load order {','.join(order)}: the kernel's loads are {','.join(at)}")
+    first, last = min(at.values()), max(at.values())
+    if last - first + 1 != len(at):
+        raise ValueError("the kernel's load statements do not stand together: they cannot be reordered")
+    return "\n".join(lines[:first] + [lines[at[name]] for name in order] + lines[last + 1:])
 
 
 def _load(source: str, workdir: Path, index: int):
@@ -123,16 +161,24 @@ def _load(source: str, workdir: Path, index: int):
     return module
 
 
-def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats: int = REPEATS) -> list[dict]:
-    """What the child launches, in order: every (size, input buffer, remap, lag), `repeats` times."""
+def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats: int = REPEATS,
+             load_orders: tuple[tuple[str, ...], ...] = ((),), remap_labels: tuple[str, ...] = (),
+             kernel_path: Path = KERNEL) -> list[dict]:
+    """What the child launches, in order: every (size, input buffer, remap, load order, lag), `repeats` times (load
+    order (): the kernel file's). The remaps: fidelity.py's ten, or family instances by label. The kernel must
+    take stencil2d's arguments (x, out, M, N, strides, BLOCK_M, BLOCK_N, NUM_XCDS)."""
     from swizzleperf.fidelity.measure import fidelity_remaps
     from swizzleperf.hardware import PRESETS
     from swizzleperf.kernel import load_kernel
 
-    remaps = fidelity_remaps(load_kernel(KERNEL), PRESETS["h100"])
+    kernel = load_kernel(kernel_path)
+    which = {} if kernel_path.resolve() == KERNEL else {"kernel": str(kernel_path.resolve().relative_to(ROOT))}
+    remaps = ([(label, family_remap(label, kernel)) for label in remap_labels] if remap_labels
+              else fidelity_remaps(kernel, PRESETS["h100"]))
     return [{"size": size, "buffer": buffer, "remap": label, "source": source, "lag": lag, "repeat": repeat}
+            | which | ({"load_order": list(order)} if order else {})
             for repeat in range(repeats) for size, sizes_lags in lags.items() for buffer in range(buffers)
-            for label, source in remaps for lag in sizes_lags]
+            for label, source in remaps for order in load_orders for lag in sizes_lags]
 
 
 def launch(module, kernel, size: dict, lag: int, x):
@@ -156,6 +202,30 @@ def launch(module, kernel, size: dict, lag: int, x):
     return out, kernel.fn("reference")({"x": x}, size)["out"], done, sms, times
 
 
+def family_remap(label: str, kernel) -> str:
+    """The source of a family instance named as the search labels it: `grouped(group_m=8)`, `col_major`."""
+    from swizzleperf.families import FAMILIES
+
+    match = re.fullmatch(r"(\w+)(?:\((.*)\))?", label.strip())
+    if not match or match.group(1) not in FAMILIES:
+        raise ValueError(f"{label!r}: not a family instance (families: {', '.join(FAMILIES)})")
+    params = {k.strip(): int(v) for k, _, v in (p.partition("=") for p in (match.group(2) or "").split(",") if p)}
+    return FAMILIES[match.group(1)](kernel.hook, **params)
+
+
+def parse_load_orders(text: str | None) -> tuple[tuple[str, ...], ...]:
+    """`own;right,center,up,down,left` -> ((), ("right", ...)): `own` is the kernel file's order."""
+    if not text:
+        return ((),)
+    return tuple(() if part == "own" else tuple(part.split(",")) for part in text.split(";"))
+
+
+def mode_name(row: dict) -> str:
+    """A launch's mode: its lag, and its load order where it is not the file's."""
+    order = row.get("load_order")
+    return lag_name(row["lag"]) + (f", {order[0]} first" if order else "")
+
+
 def parse_lags(text: str | None) -> dict[str, tuple[int, ...]]:
     """`medium:0,1024,1280;small:0,1` -> {size: lags}; None: LAGS."""
     if not text:
@@ -171,17 +241,19 @@ def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
 
     from swizzleperf.kernel import load_kernel
 
-    kernel = load_kernel(KERNEL)
     modules, inputs, smids, clocks = {}, {}, [], []
     with tempfile.TemporaryDirectory() as tmp:
         for step in plan:
-            if step["source"] not in modules:
-                modules[step["source"]] = _load(probed_module(step["source"], times=times), Path(tmp), len(modules))
+            kernel = load_kernel(kernel_file(step))
+            which = (kernel_file(step), step["source"], tuple(step.get("load_order", ())))
+            if which not in modules:
+                modules[which] = _load(probed_module(step["source"], which[0], times=times, load_order=which[2]),
+                                       Path(tmp), len(modules))
             size = kernel.size(step["size"])
-            key = (step["size"], step["buffer"])
+            key = (which[0], step["size"], step["buffer"])
             if key not in inputs:
                 inputs[key] = kernel.fn("make_inputs")(size, 0, "cuda")["x"]
-            out, expected, done, sms, stamps = launch(modules[step["source"]], kernel, size, step["lag"], inputs[key])
+            out, expected, done, sms, stamps = launch(modules[which], kernel, size, step["lag"], inputs[key])
             torch.testing.assert_close(out, expected, **kernel.module.TOLERANCE)
             assert done.sum().item() == (0 if step["lag"] == FREE else done.numel()), "a flag is wrong"
             smids.append(sms.tolist())
@@ -190,20 +262,21 @@ def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
     return 0
 
 
-def check_on_cpu() -> int:
+def check_on_cpu(kernel_path: Path = KERNEL) -> int:
     """Under TRITON_INTERPRET=1: the probed kernel (without %smid, which the interpreter lacks), free, with lags 1
-    and 2, an atomic without a wait and the release alone, under every remap at the tiny size, computes the stencil
-    exactly and sets every flag."""
+    and 2, an atomic without a wait and the release alone, and free with its loads in reverse order, under every
+    remap at the tiny size, computes the kernel's reference exactly and sets every flag."""
     import torch
 
     from swizzleperf.fidelity.measure import fidelity_remaps
     from swizzleperf.hardware import PRESETS
     from swizzleperf.kernel import load_kernel
 
-    kernel = load_kernel(KERNEL)
+    kernel = load_kernel(kernel_path)
+    order = tuple(reversed(load_statements(kernel_source(kernel_path)[1])))
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, source) in enumerate(fidelity_remaps(kernel, PRESETS["h100"])):
-            module = _load(probed_module(source, record_sm=False), Path(tmp), i)
+            module = _load(probed_module(source, kernel_path, record_sm=False), Path(tmp), i)
             for lag in (FREE, 1, 2, TOUCH, RELEASE):
                 size = kernel.size("tiny")
                 x = kernel.fn("make_inputs")(size, 0, "cpu")["x"]
@@ -212,6 +285,10 @@ def check_on_cpu() -> int:
                 flags = int(done.sum())
                 assert flags == (0 if lag == FREE else done.numel()), f"{label}, {lag_name(lag)}: {flags} flags set"
                 print(f"{label}, {lag_name(lag)}: exact, {flags} of {done.numel()} flags set")
+            module = _load(probed_module(source, kernel_path, record_sm=False, load_order=order), Path(tmp), 100 + i)
+            out, expected, _, _, _ = launch(module, kernel, size, FREE, x)
+            torch.testing.assert_close(out, expected, atol=0, rtol=0)
+            print(f"{label}, free, loads in the order {','.join(order)}: exact")
     return 0
 
 
@@ -241,7 +318,7 @@ def main(out: str, options: list[str]) -> int:
     try:
         return compare(out)
     except TraceCaptureError as exc:  # e.g. a GPU machine with another triton than the simulator's capture needs
-        print(f"recorded {len(rows)} launches to {out}; the simulator cannot capture stencil2d here ({exc}): run "
+        print(f"recorded {len(rows)} launches to {out}; the simulator cannot capture the kernel here ({exc}): run "
               f"`python benchmarks/probe_serial.py --compare {out}` where the README's set-up is")
         return 0
 
@@ -259,8 +336,10 @@ def _gpu_facts() -> str | None:
 
 
 def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
-    """The h100 preset's (near, far, DRAM) for each recorded launch, on the SMs it ran on (the measured
-    occupancy of the fidelity recording; one at a time or not, the model's order is the same)."""
+    """The h100 preset's (near, far, DRAM) for each recorded launch, on the SMs it ran on (stencil2d: with the
+    occupancy and L1 of its fidelity recording; another kernel: the preset's L1 and its declared occupancy, which
+    a kernel of one round of loads on recorded SMs does not depend on; one at a time or not, the model's order is
+    the same)."""
     import numpy as np
 
     from swizzleperf.fidelity.compare import hardware_for, predicted_split
@@ -273,9 +352,11 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
     recording = Measurement.model_validate_json(
         (ROOT / "tests/fixtures/fidelity/measured-h100-ncu2025.3.json").read_text())
     record = next(k for k in recording.kernels if k.kernel == "stencil2d")
-    profiler = SimProfiler(hardware_for(record, PRESETS["h100"]), gpu_occupancy=False)
-    kernel, results = load_kernel(KERNEL), []
+    results = []
     for row in rows:
+        kernel = load_kernel(kernel_file(row))
+        profiler = SimProfiler(hardware_for(record, PRESETS["h100"]) if kernel_file(row) == KERNEL
+                               else PRESETS["h100"], gpu_occupancy=False)
         hw, _ = profiler.kernel_hardware(kernel, row["size"])
         slots = profiler.program_for_slot(kernel, row["source"], row["size"])
         result = simulate(profiler.trace(kernel, row["size"]), slots, hw, recorded_cus=np.asarray(row["smid"]))
@@ -286,19 +367,22 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
 def _warn_of_extra_requests(rows: list[dict]) -> None:
     """A launch under a lag should request the free launch's read sectors: the waits are atomics, not reads."""
     def key(r):
-        return r["size"], r.get("buffer", 0), r["remap"], r["repeat"]
+        return r["size"], r.get("buffer", 0), r["remap"], r["repeat"], r.get("load_order")
 
     for row in rows:
-        free = next(r for r in rows if key(r) == key(row) and r["lag"] == FREE)
+        free = next((r for r in rows if key(r) == key(row) and r["lag"] == FREE), None)
+        if free is None:
+            continue
         extra = row["metrics"][ncu.SM_READ_SECTORS] / free["metrics"][ncu.SM_READ_SECTORS] - 1
         if abs(extra) > 0.01:
-            print(f"  warning: {row['size']} {row['remap']} {lag_name(row['lag'])} requested {100 * extra:+.1f} % of "
+            print(f"  warning: {row['size']} {row['remap']} {mode_name(row)} requested {100 * extra:+.1f} % of "
                   f"the free launch's read sectors (the waits' own traffic?)")
 
 
 def compare(path: str) -> int:
-    """Per size, remap and lag: the near hits ncu counted and the simulator predicts on the same SMs (and far hits
-    and DRAM fills, measured), then per lag the rank correlation of the near hits over the remaps."""
+    """Per size, remap and mode (lag, load order): the near hits ncu counted and the simulator predicts on the same
+    SMs (and far hits and DRAM fills, measured), then per mode the rank correlation of the near hits over the
+    remaps. The simulator replays the kernel file's trace: the order of a program's loads is not in its model."""
     from swizzleperf.fidelity.compare import measured_split
     from swizzleperf.fidelity.ranks import spearman
 
@@ -307,26 +391,26 @@ def compare(path: str) -> int:
     rows = record["rows"]
     sims = predicted(rows)
     _warn_of_extra_requests(rows)
-    print(f"{record['device']}, stencil2d, % of the SMs' read requests, mean of the launches: ncu near / far / DRAM, "
+    print(f"{record['device']}, {', '.join(dict.fromkeys(kernel_file(r).stem for r in rows))}, % of the SMs' read requests, mean of the launches: ncu near / far / DRAM, "
           f"then the h100 preset's near hits on the same SMs (sim); lag K: each program waits for the one launched K "
           f"earlier; atomic, no wait: one atomic round trip before the loads")
     for size in dict.fromkeys(r["size"] for r in rows):
-        lags = list(dict.fromkeys(r["lag"] for r in rows if r["size"] == size))
+        modes = list(dict.fromkeys(mode_name(r) for r in rows if r["size"] == size))
         labels = list(dict.fromkeys(r["remap"] for r in rows if r["size"] == size))
-        print(f"  {size}: {'remap':22s}" + "".join(f"{lag_name(lag)[:20] + ': ncu, sim':>26s}" for lag in lags))
-        near = {lag: ([], []) for lag in lags}
+        print(f"  {size}: {'remap':22s}" + "".join(f"{mode[:20] + ': ncu, sim':>26s}" for mode in modes))
+        near = {mode: ([], []) for mode in modes}
         for label in labels:
             cells = []
-            for lag in lags:
-                mine = [i for i, r in enumerate(rows) if (r["size"], r["remap"], r["lag"]) == (size, label, lag)]
+            for mode in modes:
+                mine = [i for i, r in enumerate(rows) if (r["size"], r["remap"], mode_name(r)) == (size, label, mode)]
                 got = [sum(measured_split(rows[i]["metrics"])[k] for i in mine) / len(mine) for k in range(3)]
                 sim = sum(sims[i][0] for i in mine) / len(mine)
-                near[lag][0].append(got[0])
-                near[lag][1].append(sim)
+                near[mode][0].append(got[0])
+                near[mode][1].append(sim)
                 cells.append(f"{got[0]:5.1f}/{got[1]:4.1f}/{got[2]:5.1f}, {sim:5.1f}".rjust(26))
             print(f"  {'':{len(size) + 1}s} {label[:22]:22s}" + "".join(cells))
         print(f"  {'':{len(size) + 1}s} {'rank corr., near':22s}"
-              + "".join(f"{spearman(*near[lag]):26.2f}" for lag in lags))
+              + "".join(f"{spearman(*near[mode]):26.2f}" for mode in modes))
     return 0
 
 
@@ -372,6 +456,12 @@ def _arguments(argv: list[str]):
                         help="input buffers per size, each at its own place in memory")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="launches of each (buffer, remap, lag)")
     parser.add_argument("--no-times", action="store_true", help="leave out the timer reads around the loads")
+    parser.add_argument("--kernel", default=str(KERNEL.relative_to(ROOT)),
+                        help="a kernel taking stencil2d's arguments (default %(default)s)")
+    parser.add_argument("--remaps", help='family instances to launch instead of fidelity.py\'s ten: '
+                        '"grouped(group_m=2);col_major"')
+    parser.add_argument("--load-orders", help='the orders of the kernel\'s loads to launch, by the names they assign: '
+                        '"own;right,center,up,down,left" (own: the file\'s, the default)')
     args = parser.parse_args(argv)
     if not (args.out or args.compare or args.check or args.child or args.timing):
         parser.error("give OUT, --compare RECORD, --timing RECORD or --check")
@@ -379,7 +469,8 @@ def _arguments(argv: list[str]):
 
 
 def _plan(args) -> list[dict]:
-    return launches(parse_lags(args.lags), args.buffers, args.repeats)
+    return launches(parse_lags(args.lags), args.buffers, args.repeats, parse_load_orders(args.load_orders),
+                    tuple(args.remaps.split(";")) if args.remaps else (), ROOT / args.kernel)
 
 
 if __name__ == "__main__":
@@ -387,11 +478,13 @@ if __name__ == "__main__":
     if args.child:
         sys.exit(run_child(args.child, _plan(args), times=not args.no_times))
     if args.check:
-        sys.exit(check_on_cpu())
+        sys.exit(check_on_cpu(ROOT / args.kernel))
     if args.compare:
         sys.exit(compare(args.compare))
     if args.timing:
         sys.exit(timing(args.timing))
     sys.exit(main(args.out, (["--lags", args.lags] if args.lags else [])
+                  + (["--load-orders", args.load_orders] if args.load_orders else [])
+                  + (["--remaps", args.remaps] if args.remaps else []) + ["--kernel", args.kernel]
                   + ["--buffers", str(args.buffers), "--repeats", str(args.repeats)]
                   + (["--no-times"] if args.no_times else [])))

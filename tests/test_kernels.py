@@ -1,6 +1,7 @@
 """The kernel files: each loads, matches its reference with its own hook, with a known-good XCD
 remap and with the best remap the bench found for it (fixtures/best_remaps/), and is caught by the
-correctness check with the naive non-bijective remap.
+correctness check with the naive non-bijective remap. The fidelity checks' kernels outside the suite
+(benchmarks/outside_suite/) with their own hook and the known-good remap.
 
 All checks run in ONE child process (the Triton interpreter must be switched on before triton is
 imported) through the same case logic as `check_correctness`'s child (`run_cases`); the remaps
@@ -27,6 +28,7 @@ from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_FILES = sorted((ROOT / "kernels").glob("*.py"))
+OUTSIDE_FILES = sorted((ROOT / "benchmarks" / "outside_suite").glob("*.py"))  # the fidelity checks' own kernels
 KNOWN = ["softmax", "gemm", "transpose", "layernorm"]  # with size conventions and ownership oracles
 BEST_REMAPS = ROOT / "tests" / "fixtures" / "best_remaps"
 
@@ -54,7 +56,7 @@ json.dump(reports, open(sys.argv[2], "w"))
 
 def _jobs(tmp: Path) -> list[dict]:
     jobs = []
-    for path in KERNEL_FILES:
+    for path in KERNEL_FILES + OUTSIDE_FILES:
         kernel = load_kernel(path)
         remaps = {"own": (kernel.hook_source, list(kernel.check_sizes))}
         if kernel.hook.ndim in GOOD_REMAP:
@@ -108,7 +110,7 @@ def test_declares_the_usual_sizes(name):
     assert math.prod(kernel.grid("tiny")) % NUM_XCDS, "tiny must give the naive remap something to break"
 
 
-@pytest.mark.parametrize("path", KERNEL_FILES, ids=_ids)
+@pytest.mark.parametrize("path", KERNEL_FILES + OUTSIDE_FILES, ids=_ids)
 def test_passes_with_its_own_hook(path, reports):
     kernel = load_kernel(path)
     report = report_for(reports, f"{kernel.name}/own")
@@ -121,7 +123,7 @@ def test_passes_with_its_own_hook(path, reports):
             assert out.max_abs_error is not None  # every element was compared as a number
 
 
-@pytest.mark.parametrize("path", KERNEL_FILES, ids=_ids)
+@pytest.mark.parametrize("path", KERNEL_FILES + OUTSIDE_FILES, ids=_ids)
 def test_passes_with_a_known_good_xcd_remap(path, reports):
     kernel = load_kernel(path)
     report = report_for(reports, f"{kernel.name}/good")
