@@ -38,10 +38,8 @@ program issues first (`--load-orders`), and not a one-sided halo alone (`--kerne
 
 from __future__ import annotations
 
-import ast
 import gzip
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -52,7 +50,11 @@ sys.path.insert(0, str(ROOT))
 
 from swizzleperf.profilers import ncu  # noqa: E402
 
-KERNEL = ROOT / "kernels" / "stencil2d.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from probed_kernel import (STENCIL2D, family_remap, kernel_source, load_module, load_statements,  # noqa: E402
+                           probed_module)
+
+KERNEL = STENCIL2D
 FREE, TOUCH, RELEASE = 0, -1, -2  # lags that wait for nothing: the kernel as is; one atomic before the loads and
 #                                  the release after them; only the release
 LAGS = {"small": (FREE, 1), "medium": (FREE, 1, 8, 64, 256, 1024)}
@@ -64,107 +66,9 @@ METRICS = (ncu.READ_HIT, ncu.READ_MISS, ncu.FAR_READ_HIT, ncu.FAR_READ_MISS, ncu
 def lag_name(lag: int) -> str:
     return {FREE: "free", TOUCH: "atomic, no wait", RELEASE: "release only"}.get(lag, f"lag {lag}")
 
-MODULE = '''
-import triton
-import triton.language as tl
-
-
-{remap}
-
-
-@triton.jit
-def _smid(x):
-    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _now(x):
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [x], dtype=tl.int64, is_pure=False, pack=1)
-
-
-@triton.jit
-def probed_kernel({params}, done_ptr, smid_ptr, times_ptr, lag, START: tl.constexpr, END: tl.constexpr):
-    slot = tl.program_id(0)
-    if START:  # wait for the flag of the program launched `lag` earlier; lag 0: one look at this program's own
-        # flag, which nobody has set: no wait, one atomic round trip. Relaxed: an acquire would invalidate the
-        # SM's L1, which the kernel reuses. A max, not an add of 0, which the compiler turns into a plain load.
-        if slot >= lag:
-            while tl.atomic_max(done_ptr + slot - lag, 0, sem="relaxed") < (lag > 0):
-                pass
-    tl.store(times_ptr + 2 * slot, _now(slot))  # its loads go out now
-{body}
-    tl.store(times_ptr + 2 * slot + 1, _now(slot))  # they are back (the stores used them)
-    tl.store(smid_ptr + slot, _smid(slot))
-    if END:
-        tl.debug_barrier()  # every warp has stored, so every load it issued has returned
-        tl.atomic_xchg(done_ptr + slot, 1, sem="relaxed")
-'''
-
-
 def kernel_file(step: dict) -> Path:
     """The kernel a launch ran: stencil2d unless the step names another (records before `--kernel` name none)."""
     return ROOT / step["kernel"] if "kernel" in step else KERNEL
-
-
-def _kernel_function(tree: ast.Module) -> ast.FunctionDef:
-    """The file's kernel: its first @triton.jit function other than the remap hook."""
-    hook = next(node.value.value for node in tree.body if isinstance(node, ast.Assign)
-                and any(getattr(t, "id", None) == "REMAP_HOOK" for t in node.targets))
-    return next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name != hook
-                and any("jit" in ast.unparse(d) for d in node.decorator_list))
-
-
-def kernel_source(kernel_path: Path) -> tuple[str, str]:
-    """(parameters, body) of the kernel in `kernel_path`, as written there (without a docstring)."""
-    text = kernel_path.read_text()
-    fn = _kernel_function(ast.parse(text))
-    lines = text.splitlines()
-    first = 1 if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else 0
-    return (", ".join(ast.get_source_segment(text, arg) for arg in fn.args.args),
-            "\n".join(lines[fn.body[first].lineno - 1:fn.end_lineno]))
-
-
-def probed_module(remap: str, kernel_path: Path = KERNEL, record_sm: bool = True, times: bool = True,
-                  load_order: tuple[str, ...] = ()) -> str:
-    """The source of a module holding `remap` and the kernel's body under a wrapper that records each program's SM
-    and the time its loads go out and are back (-1 and 0 without `record_sm`) and, with START and END, makes every
-    program wait for the one launched `lag` before it. `load_order`: the body's load statements (by the name each
-    assigns) in this order instead of the file's."""
-    params, body = kernel_source(kernel_path)
-    module = MODULE.format(remap=remap, params=params, body=reordered_loads(body, load_order) if load_order else body)
-    if not times:  # the timer reads are inline assembly around the loads, which may change their schedule
-        module = "\n".join(line for line in module.splitlines() if "_now(slot)" not in line)
-    return module if record_sm else module.replace("_smid(slot)", "-1").replace("_now(slot)", "0")
-
-
-def load_statements(body: str) -> dict[str, int]:
-    """The line of each one-line `NAME = tl.load(...)` statement of `body`, by NAME, in order."""
-    return {m.group(1): i for i, line in enumerate(body.splitlines())
-            if (m := re.match(r"\s*(\w+) = tl\.load\(.*\)$", line))}
-
-
-def reordered_loads(body: str, order: tuple[str, ...]) -> str:
-    """`body` with its one-line `NAME = tl.load(...)` statements, which must stand together, in `order` (every
-    one of them named once). They are independent, so only when each goes out changes."""
-    lines = body.splitlines()
-    at = load_statements(body)
-    if sorted(at) != sorted(order):
-        raise ValueError(f"load order {','.join(order)}: the kernel's loads are {','.join(at)}")
-    first, last = min(at.values()), max(at.values())
-    if last - first + 1 != len(at):
-        raise ValueError("the kernel's load statements do not stand together: they cannot be reordered")
-    return "\n".join(lines[:first] + [lines[at[name]] for name in order] + lines[last + 1:])
-
-
-def _load(source: str, workdir: Path, index: int):
-    import importlib.util
-
-    path = workdir / f"probed_{index}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats: int = REPEATS,
@@ -208,17 +112,6 @@ def launch(module, kernel, size: dict, lag: int, x):
     return out, kernel.fn("reference")({"x": x}, size)["out"], done, sms, times
 
 
-def family_remap(label: str, kernel) -> str:
-    """The source of a family instance named as the search labels it: `grouped(group_m=8)`, `col_major`."""
-    from swizzleperf.families import FAMILIES
-
-    match = re.fullmatch(r"(\w+)(?:\((.*)\))?", label.strip())
-    if not match or match.group(1) not in FAMILIES:
-        raise ValueError(f"{label!r}: not a family instance (families: {', '.join(FAMILIES)})")
-    params = {k.strip(): int(v) for k, _, v in (p.partition("=") for p in (match.group(2) or "").split(",") if p)}
-    return FAMILIES[match.group(1)](kernel.hook, **params)
-
-
 def parse_load_orders(text: str | None) -> tuple[tuple[str, ...], ...]:
     """`own;right,center,up,down,left` -> ((), ("right", ...)): `own` is the kernel file's order."""
     if not text:
@@ -253,7 +146,7 @@ def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
             kernel = load_kernel(kernel_file(step))
             which = (kernel_file(step), step["source"], tuple(step.get("load_order", ())))
             if which not in modules:
-                modules[which] = _load(probed_module(step["source"], which[0], times=times, load_order=which[2]),
+                modules[which] = load_module(probed_module(step["source"], which[0], times=times, load_order=which[2]),
                                        Path(tmp), len(modules))
             size = kernel.size(step["size"])
             key = (which[0], step["size"], step["buffer"])
@@ -282,7 +175,7 @@ def check_on_cpu(kernel_path: Path = KERNEL) -> int:
     order = tuple(reversed(load_statements(kernel_source(kernel_path)[1])))
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, source) in enumerate(fidelity_remaps(kernel, PRESETS["h100"])):
-            module = _load(probed_module(source, kernel_path, record_sm=False), Path(tmp), i)
+            module = load_module(probed_module(source, kernel_path, record_sm=False), Path(tmp), i)
             for lag in (FREE, 1, 2, TOUCH, RELEASE):
                 size = kernel.size("tiny")
                 x = kernel.fn("make_inputs")(size, 0, "cpu")["x"]
@@ -291,7 +184,7 @@ def check_on_cpu(kernel_path: Path = KERNEL) -> int:
                 flags = int(done.sum())
                 assert flags == (0 if lag == FREE else done.numel()), f"{label}, {lag_name(lag)}: {flags} flags set"
                 print(f"{label}, {lag_name(lag)}: exact, {flags} of {done.numel()} flags set")
-            module = _load(probed_module(source, kernel_path, record_sm=False, load_order=order), Path(tmp), 100 + i)
+            module = load_module(probed_module(source, kernel_path, record_sm=False, load_order=order), Path(tmp), 100 + i)
             out, expected, _, _, _ = launch(module, kernel, size, FREE, x)
             torch.testing.assert_close(out, expected, atol=0, rtol=0)
             print(f"{label}, free, loads in the order {','.join(order)}: exact")
@@ -346,26 +239,25 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
     occupancy and L1 of its fidelity recording; another kernel: the preset's L1 and its declared occupancy, which
     a kernel of one round of loads on recorded SMs does not depend on; one at a time or not, the model's order is
     the same)."""
-    import numpy as np
-
-    from swizzleperf.fidelity.compare import hardware_for, predicted_split
+    from swizzleperf.fidelity.compare import hardware_for, predicted_split, simulated_on_sms
     from swizzleperf.fidelity.records import Measurement
     from swizzleperf.hardware import PRESETS
     from swizzleperf.kernel import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
-    from swizzleperf.sim.engine import simulate
 
     recording = Measurement.model_validate_json(
         (ROOT / "tests/fixtures/fidelity/measured-h100-ncu2025.3.json").read_text())
     record = next(k for k in recording.kernels if k.kernel == "stencil2d")
-    results = []
+    profilers, results = {}, []
     for row in rows:
-        kernel = load_kernel(kernel_file(row))
-        profiler = SimProfiler(hardware_for(record, PRESETS["h100"]) if kernel_file(row) == KERNEL
-                               else PRESETS["h100"], gpu_occupancy=False)
+        path = kernel_file(row)
+        if path not in profilers:
+            hw = hardware_for(record, PRESETS["h100"]) if path == KERNEL else PRESETS["h100"]
+            profilers[path] = load_kernel(path), SimProfiler(hw, gpu_occupancy=False)
+        kernel, profiler = profilers[path]
         hw, _ = profiler.kernel_hardware(kernel, row["size"])
         slots = profiler.program_for_slot(kernel, row["source"], row["size"])
-        result = simulate(profiler.trace(kernel, row["size"]), slots, hw, recorded_cus=np.asarray(row["smid"]))
+        result = simulated_on_sms(profiler, kernel, row["size"], slots, row["smid"])
         results.append(predicted_split(result.to_report(kernel.name, row["size"], hw)))
     return results
 

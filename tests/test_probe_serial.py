@@ -21,6 +21,7 @@ RECORD, HIGH = PROBES / "probe-serial-h100.json.gz", PROBES / "probe-serial-high
 _spec = importlib.util.spec_from_file_location("probe_serial", ROOT / "benchmarks" / "probe_serial.py")
 probe = sys.modules["probe_serial"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(probe)
+import probed_kernel  # noqa: E402  (benchmarks/, which probe_serial put on the path)
 
 
 def _rows(size: str, lag: int, repeat: int = 0, record: Path = RECORD) -> list[dict]:
@@ -32,7 +33,7 @@ def _rows(size: str, lag: int, repeat: int = 0, record: Path = RECORD) -> list[d
 def test_the_probed_kernel_runs_the_suite_kernels_own_loads():
     text = (ROOT / "kernels" / "stencil2d.py").read_text()
     body = text[text.index("    num_pid_m = tl.cdiv(M, BLOCK_M)"):text.index("# --- host wrapper")].rstrip()
-    module = probe.probed_module("def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS):\n    return pid, 0\n")
+    module = probed_kernel.probed_module("def swizzle(pid, num_pid_m, num_pid_n, NUM_XCDS):\n    return pid, 0\n")
     assert body in module
     assert module.index("while tl.atomic_max(") < module.index(body) < module.index("tl.atomic_xchg(")
 
@@ -82,12 +83,12 @@ HALO = ROOT / "benchmarks" / "outside_suite" / "halo1d.py"
 
 def test_a_programs_loads_are_reordered_only_as_whole_statements():
     body = "    a = 1\n    center = tl.load(p)\n    right = tl.load(p + 1)\n    out = center + right"
-    assert probe.reordered_loads(body, ("right", "center")) == (
+    assert probed_kernel.reordered_loads(body, ("right", "center")) == (
         "    a = 1\n    right = tl.load(p + 1)\n    center = tl.load(p)\n    out = center + right")
     with pytest.raises(ValueError, match="the kernel's loads are center,right"):
-        probe.reordered_loads(body, ("left", "center"))
+        probed_kernel.reordered_loads(body, ("left", "center"))
     with pytest.raises(ValueError, match="do not stand together"):
-        probe.reordered_loads("    center = tl.load(p)\n    x = 1\n    right = tl.load(q)", ("right", "center"))
+        probed_kernel.reordered_loads("    center = tl.load(p)\n    x = 1\n    right = tl.load(q)", ("right", "center"))
 
 
 def test_remaps_are_named_as_the_search_labels_family_instances():
@@ -95,11 +96,11 @@ def test_remaps_are_named_as_the_search_labels_family_instances():
     from swizzleperf.kernel import load_kernel
 
     kernel = load_kernel(probe.KERNEL)
-    assert probe.family_remap("grouped(group_m=8)", kernel) == FAMILIES["grouped"](kernel.hook, group_m=8)
-    assert probe.family_remap("xcd_row_major(dies=2)", kernel) == FAMILIES["xcd_row_major"](kernel.hook, dies=2)
-    assert probe.family_remap("col_major", kernel) == FAMILIES["col_major"](kernel.hook)
+    assert probed_kernel.family_remap("grouped(group_m=8)", kernel) == FAMILIES["grouped"](kernel.hook, group_m=8)
+    assert probed_kernel.family_remap("xcd_row_major(dies=2)", kernel) == FAMILIES["xcd_row_major"](kernel.hook, dies=2)
+    assert probed_kernel.family_remap("col_major", kernel) == FAMILIES["col_major"](kernel.hook)
     with pytest.raises(ValueError, match="not a family instance"):
-        probe.family_remap("grouped[8]", kernel)
+        probed_kernel.family_remap("grouped[8]", kernel)
 
 
 def test_another_kernel_with_stencil2ds_arguments_is_probed_with_its_own_body():
@@ -108,9 +109,9 @@ def test_another_kernel_with_stencil2ds_arguments_is_probed_with_its_own_body():
     assert [(s["kernel"], s["remap"]) for s in plan] == [("benchmarks/outside_suite/halo1d.py", "identity"),
                                                           ("benchmarks/outside_suite/halo1d.py", "xcd_row_major(dies=2)")]
     assert "kernel" not in probe.launches({"tiny": (0,)}, repeats=1)[0]  # stencil2d's records name none
-    _, body = probe.kernel_source(HALO)
-    assert list(probe.load_statements(body)) == ["center", "right"]
-    assert body in probe.probed_module(plan[1]["source"], HALO)
+    _, body = probed_kernel.kernel_source(HALO)
+    assert list(probed_kernel.load_statements(body)) == ["center", "right"]
+    assert body in probed_kernel.probed_module(plan[1]["source"], HALO)
 
 
 def test_halo1d_probed_computes_its_reference_on_the_cpu():

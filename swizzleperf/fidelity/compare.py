@@ -21,7 +21,7 @@ from swizzleperf.profilers.ncu import (
     DRAM_FILLS, DRAM_READ, FAR_READ_HIT, OCCUPANCY_LIMITS, READ_HIT, READ_MISS, read_requests)
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.report import BottleneckReport
-from swizzleperf.sim.engine import simulate
+from swizzleperf.sim.engine import SimResult, simulate
 
 CARVEOUT = "launch__shared_mem_config_size"
 
@@ -195,8 +195,14 @@ def _placed_read_pct(profiler: SimProfiler, kernel: KernelFile, size: str, slots
     if not np.array_equal(profiler.program_for_slot(kernel, placed.source, size), slots):
         raise ValueError(f"{kernel.name} {size}: the placement recorded as {placed.remap!r} ran another remap "
                          f"than the one measured under that label")
+    return simulated_on_sms(profiler, kernel, size, slots, placed.smid).read_hit_pct
+
+
+def simulated_on_sms(profiler: SimProfiler, kernel: KernelFile, size: str, slots: np.ndarray, smid) -> SimResult:
+    """The simulator's replay of a launch (`slots`: its launch order) with every slot on the SM a GPU ran it on
+    (`smid`, per slot), as probes record them."""
     hw, _ = profiler.kernel_hardware(kernel, size)
-    return simulate(profiler.trace(kernel, size), slots, hw, recorded_cus=np.asarray(placed.smid)).read_hit_pct
+    return simulate(profiler.trace(kernel, size), slots, hw, recorded_cus=np.asarray(smid))
 
 
 def _compare(report: BottleneckReport, remap: MeasuredRemap) -> RemapComparison:
