@@ -21,7 +21,6 @@ that got at most W of them; a fully associative cache hits on all of them up to 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -77,12 +76,9 @@ def measure() -> tuple[dict[int, list[float]], dict[tuple[int, int], float]]:
     touches distinct lines, so it cannot hit)."""
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root))
-    from swizzleperf.profilers.ncu import L1_HIT, L1_MISS, parse_ncu_csv
+    from swizzleperf.profilers.ncu import L1_HIT, L1_MISS, profile_program
 
-    done = subprocess.run(["ncu", "--csv", "--print-units", "base", "--metrics", f"{L1_HIT},{L1_MISS}",
-                           "--cache-control", "all", "--kernel-name", "regex:l1_chase", sys.executable,
-                           __file__, "--child"], capture_output=True, text=True, check=True)
-    launches = parse_ncu_csv(done.stdout, "l1_chase").launches
+    launches = profile_program([sys.executable, __file__, "--child"], [L1_HIT, L1_MISS], "^l1_chase$").launches
     runs = iter(launches)
     measured = {}
     for lines in LINE_COUNTS:

@@ -31,7 +31,6 @@ What the H100 showed (tests/fixtures/probes/probe-pending-h100.json, 2026-11-27)
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -256,16 +255,15 @@ def run_granularity(out: str) -> int:
 def _profiled(child_flag: str, meta: Path, kernel: str = "pair_kernel") -> list:
     """The launches of `kernel` that ncu profiled in this script's child run with `child_flag`."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
-    from swizzleperf.profilers.runner import find_tool
+    from swizzleperf.errors import ProfilerError
+    from swizzleperf.profilers.ncu import profile_program
 
-    done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base", "--cache-control",
-                           "all", "--metrics", ",".join(METRICS), "--kernel-name", f"regex:{kernel}", sys.executable,
-                           __file__, child_flag, str(meta)], capture_output=True, text=True, timeout=600)
-    launches = parse_ncu_csv(done.stdout + "\n" + done.stderr, f"^{kernel}$").launches
-    if not launches:
-        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
-    return launches
+    try:
+        return profile_program([sys.executable, __file__, child_flag, str(meta)], METRICS, f"^{kernel}$",
+                               timeout=600).launches
+    except ProfilerError as exc:
+        print(exc, file=sys.stderr)
+        return []
 
 
 def main(out: str, names: list[str] | None = None, child_flag: str = "--child", kernel: str = "pair_kernel") -> int:

@@ -192,18 +192,18 @@ def check_on_cpu(kernel_path: Path = KERNEL) -> int:
 
 
 def main(out: str, options: list[str]) -> int:
-    from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
-    from swizzleperf.profilers.runner import find_tool
+    from swizzleperf.errors import ProfilerError
 
     meta = Path(out).with_suffix(".sms.json")
-    done = subprocess.run([find_tool("ncu", install_dirs()) or "ncu", "--csv", "--print-units", "base",
-                           "--cache-control", "all", "--metrics", ",".join(METRICS), "--kernel-name",
-                           "regex:probed_kernel", sys.executable, __file__, "--child", str(meta), *options],
-                          capture_output=True, text=True, timeout=900)
-    measured = parse_ncu_csv(done.stdout + "\n" + done.stderr, "^probed_kernel$").launches
+    try:
+        measured = ncu.profile_program([sys.executable, __file__, "--child", str(meta), *options], METRICS,
+                                       "^probed_kernel$").launches
+    except ProfilerError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     plan = _plan(_arguments(["--child", str(meta), *options]))
     if len(measured) != len(plan) or not meta.exists():
-        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+        print(f"ncu profiled {len(measured)} launches of the {len(plan)} planned", file=sys.stderr)
         return 1
     recorded = json.loads(meta.read_text())
     timed = "--no-times" not in options  # without the timer reads the times are zeros: not kept

@@ -382,6 +382,23 @@ def test_ncu_profile_end_to_end_with_a_fake_ncu(fake_bin: Path, softmax: KernelF
     assert (tmp_path / "raw" / "softmax-medium-ncu.csv").read_text() == NCU_H100.read_text()
 
 
+def test_a_probe_runs_its_program_under_ncu_from_the_start(fake_bin: Path, monkeypatch: pytest.MonkeyPatch):
+    """profile_program (benchmarks/probe_*.py): the program's argv after ncu's own flags, no profiler range,
+    the launches of the named kernel; an error naming the regex when ncu profiled none, and when ncu is missing."""
+    binary = _recording_tool(fake_bin / "ncu", f'cat "{NCU_H100}"')
+    result = ncu.profile_program(["python", "probe.py", "--child", "meta.json"], ["a.sum", "b.sum"], SOFTMAX_RE)
+    assert [launch.launch_id for launch in result.launches] == [0, 1, 2]
+    assert Path(f"{binary}.argv").read_text().splitlines() == [
+        "--csv", "--print-units", "base", "--metrics", "a.sum,b.sum", "--cache-control", "all", "--kernel-name",
+        f"regex:{SOFTMAX_RE}", "python", "probe.py", "--child", "meta.json"]
+    with pytest.raises(ProfilerError, match=r"profiled no launch matching '\^probed_kernel\$'"):
+        ncu.profile_program(["python", "probe.py"], ["a.sum"], "^probed_kernel$")
+    monkeypatch.setenv("PATH", str(fake_bin / "empty"))
+    monkeypatch.setattr(ncu, "install_dirs", lambda: (None,))
+    with pytest.raises(ProfilerError, match="ncu not found"):
+        ncu.profile_program(["python", "probe.py"], ["a.sum"], SOFTMAX_RE)
+
+
 def test_a_crashing_ncu_names_the_command_and_its_stderr(fake_bin: Path, softmax: KernelFile):
     binary = _recording_tool(fake_bin / "ncu", 'echo "==PROF== Connected to process 1"\n'
                                                'echo "RuntimeError: Triton Error [CUDA]: out of memory" >&2\nexit 9')

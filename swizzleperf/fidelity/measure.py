@@ -24,7 +24,7 @@ from swizzleperf.hardware import HardwareSpec
 from swizzleperf.kernel import KernelFile
 from swizzleperf.fidelity.records import MeasuredKernel, MeasuredRemap, Measurement
 from swizzleperf.profilers import ncu
-from swizzleperf.profilers.ncu import install_dirs, parse_ncu_csv
+from swizzleperf.profilers.ncu import install_dirs, ncu_arguments, parse_ncu_csv
 from swizzleperf.profilers.runner import (
     child_env, find_tool, kernel_name_regex, launched_kernel_names, run_tool, write_candidate)
 from swizzleperf.proposers.search import candidate_space
@@ -75,8 +75,7 @@ def _hook_of(text: str, kernel: KernelFile) -> str:
 
 
 def ncu_command(binary: str, metrics: list[str], regex: str, child: list[str]) -> list[str]:
-    return [binary, "--csv", "--print-units", "base", "--metrics", ",".join(metrics), "--cache-control", "all",
-            "--profile-from-start", "off", "--kernel-name", f"regex:{regex}", *child]
+    return [*ncu_arguments(binary, metrics, regex, from_start=False), *child]
 
 
 def measure_kernel(kernel: KernelFile, hw: HardwareSpec, size: str, binary: str, metrics: list[str],

@@ -38,7 +38,7 @@ import tempfile
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal, Mapping, Sequence
 
 from swizzleperf.errors import ProfilerError
 from swizzleperf.hardware import HardwareSpec
@@ -94,6 +94,32 @@ _HINTS = {"ERR_NVGPUCTRPERM": _PERMISSION_FIX}
 def install_dirs() -> tuple[str | None, ...]:
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     return (os.path.join(cuda, "bin") if cuda else None, "/usr/local/cuda/bin")
+
+
+def ncu_arguments(binary: str, metrics: Sequence[str], kernel_regex: str, *, cache_control: str = "all",
+                  from_start: bool = True) -> list[str]:
+    """ncu's command line up to the profiled program: CSV in base units, `metrics`, the caches as
+    `cache_control` says between replay passes, only the launches of kernels matching `kernel_regex`;
+    `from_start=False`: only inside the program's profiler range (the runner's)."""
+    return [binary, "--csv", "--print-units", "base", "--metrics", ",".join(metrics), "--cache-control", cache_control,
+            *(() if from_start else ("--profile-from-start", "off")), "--kernel-name", f"regex:{kernel_regex}"]
+
+
+def profile_program(argv: Sequence[str], metrics: Sequence[str], kernel_regex: str,
+                    timeout: float = 900.0) -> NcuResult:
+    """`argv` run under ncu (`--cache-control all`, from its start), its launches of kernels matching
+    `kernel_regex`: how the probes in benchmarks/ measure. A ProfilerError, with ncu's last words, when ncu is
+    missing, fails, or profiled no such launch."""
+    binary = find_tool("ncu", install_dirs())
+    if binary is None:
+        raise ProfilerError(f"ncu not found (looked on PATH and in {', '.join(d for d in install_dirs() if d)})")
+    done = run_tool([*ncu_arguments(binary, metrics, kernel_regex), *argv], timeout=timeout, what="ncu",
+                    hints=_HINTS)
+    result = parse_ncu_csv(done.stdout + "\n" + done.stderr, kernel_regex)
+    if not result.launches:
+        raise ProfilerError(f"ncu profiled no launch matching {kernel_regex!r}\n{done.stdout[-2000:]}"
+                            f"{done.stderr[-2000:]}")
+    return result
 
 
 def to_base_unit(value: float, unit: str, metric: str) -> float:
@@ -308,9 +334,7 @@ class NcuProfiler:
         self.raw_dir = raw_dir
 
     def command(self, candidate: Path, size: str, kernel_regex: str) -> list[str]:
-        cmd = [self.binary, "--csv", "--print-units", "base", "--metrics", ",".join(METRICS),
-               "--cache-control", self.cache_control, "--profile-from-start", "off",
-               "--kernel-name", f"regex:{kernel_regex}"]
+        cmd = ncu_arguments(self.binary, METRICS, kernel_regex, cache_control=self.cache_control, from_start=False)
         # ncu does the flushing (or deliberately not): the runner must not add its own.
         return cmd + runner_command(candidate, size, num_xcds=self.num_xcds, warmup=self.warmup, iters=self.iters,
                                     l2="warm", profiler_range=True)
