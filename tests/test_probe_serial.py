@@ -145,6 +145,9 @@ def test_a_remaps_own_code_moves_the_near_far_split_where_neighbours_share_lines
     assert abs(near["identity"][0] - near["identity"][1]) < 0.3
     assert abs(near["col_major"][0] - near["grouped(group_m=128)"][0]) < 0.2
     assert abs(near["col_major"][0] - near["col_major"][1]) < 0.3
+    again = _near(PROBES / "probe-serial-code2-h100.json.gz", ("identity", "grouped(group_m=1)"))  # another machine
+    assert again["identity"][0] - again["grouped(group_m=1)"][0] > 0.7
+    assert abs(again["identity"][1] - again["grouped(group_m=1)"][1]) < 0.4
 
 
 @pytest.mark.parametrize("record", ["probe-serial-sweep-h100.json.gz", "probe-serial-sweep-cf-h100.json.gz"])
