@@ -171,3 +171,15 @@ def test_one_sided_halo_alone_shows_no_excess_outside_the_suite():
     for label in labels[:6]:
         assert abs(near[label][1] - near[label][0]) < 0.35, label
     assert all(sim - measured < 0.35 for measured, sim in near.values())
+
+
+def test_the_excess_comes_with_the_left_halo():
+    """One machine, one row of tiles, neighbours D launches apart: with only the right halo (a program reads the first
+    sector of the next tile's first line) the simulator is not above ncu; with the left halo too (and the last sector
+    of the previous tile's last line) it is a point above at every D from 1 to 32, the identity included."""
+    labels = ("identity", "xcd_row_major(dies=3)", "xcd_row_major(dies=16)")
+    one = _near(PROBES / "probe-serial-halo1d-again-h100.json.gz", labels, repeats=2)
+    two = _near(PROBES / "probe-serial-halo1d-two-sided-h100.json.gz", labels, repeats=2)
+    assert all(sim - measured < 0.3 for measured, sim in one.values())
+    assert all(sim - measured > 0.7 for measured, sim in two.values())
+
