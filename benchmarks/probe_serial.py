@@ -24,7 +24,8 @@ the machines part by up to 3 points (three buffers on one machine agree). `--tim
 loads went out and came back. Eight more machines the same evening all had the excess, and showed what else decides
 it: the remap's own code (identity and grouped(group_m=1), one launch order on the same SMs, measure 15.7 and 14.7 %
 near), fading as horizontal neighbours launch further apart (`--remaps "grouped(group_m=2);..."`); not which load a
-program issues first (`--load-orders`), and not a one-sided halo alone (`--kernel benchmarks/outside_suite/halo1d.py`).
+program issues first (`--load-orders`), and not a one-sided halo alone (`--kernel benchmarks/outside_suite/halo1d.py`):
+the left halo makes it (`halo1d_two_sided.py`).
 
     python benchmarks/probe_serial.py OUT.json.gz          # on the GPU: runs ncu on itself (a few minutes)
     python benchmarks/probe_serial.py OUT.json.gz --lags "medium:0,-1,-2,1280"   # other lags (-1, -2: no wait)
@@ -146,8 +147,8 @@ def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
             kernel = load_kernel(kernel_file(step))
             which = (kernel_file(step), step["source"], tuple(step.get("load_order", ())))
             if which not in modules:
-                modules[which] = load_module(probed_module(step["source"], which[0], times=times, load_order=which[2]),
-                                       Path(tmp), len(modules))
+                source = probed_module(step["source"], which[0], times=times, load_order=which[2])
+                modules[which] = load_module(source, Path(tmp), len(modules))
             size = kernel.size(step["size"])
             key = (which[0], step["size"], step["buffer"])
             if key not in inputs:
@@ -184,7 +185,8 @@ def check_on_cpu(kernel_path: Path = KERNEL) -> int:
                 flags = int(done.sum())
                 assert flags == (0 if lag == FREE else done.numel()), f"{label}, {lag_name(lag)}: {flags} flags set"
                 print(f"{label}, {lag_name(lag)}: exact, {flags} of {done.numel()} flags set")
-            module = load_module(probed_module(source, kernel_path, record_sm=False, load_order=order), Path(tmp), 100 + i)
+            reordered = probed_module(source, kernel_path, record_sm=False, load_order=order)
+            module = load_module(reordered, Path(tmp), 100 + i)
             out, expected, _, _, _ = launch(module, kernel, size, FREE, x)
             torch.testing.assert_close(out, expected, atol=0, rtol=0)
             print(f"{label}, free, loads in the order {','.join(order)}: exact")
@@ -289,7 +291,8 @@ def compare(path: str) -> int:
     rows = record["rows"]
     sims = predicted(rows)
     _warn_of_extra_requests(rows)
-    print(f"{record['device']}, {', '.join(dict.fromkeys(kernel_file(r).stem for r in rows))}, % of the SMs' read requests, mean of the launches: ncu near / far / DRAM, "
+    kernels = ", ".join(dict.fromkeys(kernel_file(r).stem for r in rows))
+    print(f"{record['device']}, {kernels}, % of the SMs' read requests, mean of the launches: ncu near / far / DRAM, "
           f"then the h100 preset's near hits on the same SMs (sim); lag K: each program waits for the one launched K "
           f"earlier; atomic, no wait: one atomic round trip before the loads")
     for size in dict.fromkeys(r["size"] for r in rows):

@@ -106,8 +106,8 @@ def test_remaps_are_named_as_the_search_labels_family_instances():
 def test_another_kernel_with_stencil2ds_arguments_is_probed_with_its_own_body():
     plan = probe.launches({"tiny": (0,)}, repeats=1, remap_labels=("identity", "xcd_row_major(dies=2)"),
                           kernel_path=HALO)
-    assert [(s["kernel"], s["remap"]) for s in plan] == [("benchmarks/outside_suite/halo1d.py", "identity"),
-                                                          ("benchmarks/outside_suite/halo1d.py", "xcd_row_major(dies=2)")]
+    halo = "benchmarks/outside_suite/halo1d.py"
+    assert [(s["kernel"], s["remap"]) for s in plan] == [(halo, "identity"), (halo, "xcd_row_major(dies=2)")]
     assert "kernel" not in probe.launches({"tiny": (0,)}, repeats=1)[0]  # stencil2d's records name none
     _, body = probed_kernel.kernel_source(HALO)
     assert list(probed_kernel.load_statements(body)) == ["center", "right"]
