@@ -21,7 +21,7 @@ without the timer reads). Where the excess is, waits of 256-1,280 programs bring
 (ranks 0.95-1.00), and one atomic round trip before each program's loads, with no wait (`-1`), halves it, as a lag
 above the resident count does (1,600: nothing really waits); the release alone (`-2`) does little. With few at once
 the machines part by up to 3 points (three buffers on one machine agree). `--timing` prints when each program's
-loads went out and came back. Eight more machines the same evening all had the excess, and showed what else decides
+loads went out and came back. Ten more machines the same evening all had the excess, and showed what else decides
 it: the remap's own code (identity and grouped(group_m=1), one launch order on the same SMs, measure 15.7 and 14.7 %
 near), fading as horizontal neighbours launch further apart (`--remaps "grouped(group_m=2);..."`); not which load a
 program issues first (`--load-orders`), and not a one-sided halo alone (`--kernel benchmarks/outside_suite/halo1d.py`):
