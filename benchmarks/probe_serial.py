@@ -25,7 +25,7 @@ loads went out and came back. Ten more machines the same evening all had the exc
 it: the remap's own code (identity and grouped(group_m=1), one launch order on the same SMs, measure 15.7 and 14.7 %
 near), fading as horizontal neighbours launch further apart (`--remaps "grouped(group_m=2);..."`); not which load a
 program issues first (`--load-orders`), and not a one-sided halo alone (`--kernel benchmarks/outside_suite/halo1d.py`):
-the left halo makes it (`halo1d_two_sided.py`).
+both halos together make it (`halo1d_two_sided.py`).
 
     python benchmarks/probe_serial.py OUT.json.gz          # on the GPU: runs ncu on itself (a few minutes)
     python benchmarks/probe_serial.py OUT.json.gz --lags "medium:0,-1,-2,1280"   # other lags (-1, -2: no wait)

@@ -173,7 +173,7 @@ def test_one_sided_halo_alone_shows_no_excess_outside_the_suite():
     assert all(sim - measured < 0.35 for measured, sim in near.values())
 
 
-def test_the_excess_comes_with_the_left_halo():
+def test_the_excess_comes_with_both_halos():
     """One machine, one row of tiles, neighbours D launches apart: with only the right halo (a program reads the first
     sector of the next tile's first line) the simulator is not above ncu; with the left halo too (and the last sector
     of the previous tile's last line) it is a point above at every D from 1 to 32, the identity included."""
