@@ -55,7 +55,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probed_kernel import (STENCIL2D, family_remap, kernel_source, load_module, load_statements,  # noqa: E402
                            probed_module)
 
-KERNEL = STENCIL2D
 FREE, TOUCH, RELEASE = 0, -1, -2  # lags that wait for nothing: the kernel as is; one atomic before the loads and
 #                                  the release after them; only the release
 LAGS = {"small": (FREE, 1), "medium": (FREE, 1, 8, 64, 256, 1024)}
@@ -69,12 +68,12 @@ def lag_name(lag: int) -> str:
 
 def kernel_file(step: dict) -> Path:
     """The kernel a launch ran: stencil2d unless the step names another (records before `--kernel` name none)."""
-    return ROOT / step["kernel"] if "kernel" in step else KERNEL
+    return ROOT / step["kernel"] if "kernel" in step else STENCIL2D
 
 
 def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats: int = REPEATS,
              load_orders: tuple[tuple[str, ...], ...] = ((),), remap_labels: tuple[str, ...] = (),
-             kernel_path: Path = KERNEL) -> list[dict]:
+             kernel_path: Path = STENCIL2D) -> list[dict]:
     """What the child launches, in order: every (size, input buffer, remap, load order, lag), `repeats` times (load
     order (): the kernel file's). The remaps: fidelity.py's ten, or family instances by label. The kernel must
     take stencil2d's arguments (x, out, M, N, strides, BLOCK_M, BLOCK_N, NUM_XCDS)."""
@@ -83,7 +82,7 @@ def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats:
     from swizzleperf.kernel import load_kernel
 
     kernel = load_kernel(kernel_path)
-    which = {} if kernel_path.resolve() == KERNEL else {"kernel": str(kernel_path.resolve().relative_to(ROOT))}
+    which = {} if kernel_path.resolve() == STENCIL2D else {"kernel": str(kernel_path.resolve().relative_to(ROOT))}
     remaps = ([(label, family_remap(label, kernel)) for label in remap_labels] if remap_labels
               else fidelity_remaps(kernel, PRESETS["h100"]))
     return [{"size": size, "buffer": buffer, "remap": label, "source": source, "lag": lag, "repeat": repeat}
@@ -134,13 +133,16 @@ def parse_lags(text: str | None) -> dict[str, tuple[int, ...]]:
             (part.partition(":") for part in text.split(";"))}
 
 
-def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
-    """ncu's child: every launch of `plan` in order; each checked against the reference, its SMs written to `meta`.
-    Each (size, buffer) has its own input tensor, all kept alive: buffers lie at different places in memory."""
+def run_child(plan_file: str) -> int:
+    """ncu's child: every launch of the plan the parent wrote (`main`) in order; each checked against the reference,
+    its SMs (and load times) written where the plan says. Each (size, buffer) has its own input tensor, all kept
+    alive: buffers lie at different places in memory."""
     import torch
 
     from swizzleperf.kernel import load_kernel
 
+    spec = json.loads(Path(plan_file).read_text())
+    plan, times, meta = spec["launches"], spec["times"], spec["meta"]
     modules, inputs, smids, clocks = {}, {}, [], []
     with tempfile.TemporaryDirectory() as tmp:
         for step in plan:
@@ -162,7 +164,7 @@ def run_child(meta: str, plan: list[dict], times: bool = True) -> int:
     return 0
 
 
-def check_on_cpu(kernel_path: Path = KERNEL) -> int:
+def check_on_cpu(kernel_path: Path = STENCIL2D) -> int:
     """Under TRITON_INTERPRET=1: the probed kernel (without %smid, which the interpreter lacks), free, with lags 1
     and 2, an atomic without a wait and the release alone, and free with its loads in reverse order, under every
     remap at the tiny size, computes the kernel's reference exactly and sets every flag."""
@@ -193,22 +195,24 @@ def check_on_cpu(kernel_path: Path = KERNEL) -> int:
     return 0
 
 
-def main(out: str, options: list[str]) -> int:
+def main(out: str, plan: list[dict], timed: bool) -> int:
+    """Run `plan` under ncu (the child reads it from a file), then write the record to `out` and compare."""
     from swizzleperf.errors import ProfilerError
 
     meta = Path(out).with_suffix(".sms.json")
-    try:
-        measured = ncu.profile_program([sys.executable, __file__, "--child", str(meta), *options], METRICS,
-                                       "^probed_kernel$").launches
-    except ProfilerError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    plan = _plan(_arguments(["--child", str(meta), *options]))
+    with tempfile.TemporaryDirectory() as tmp:
+        plan_file = Path(tmp) / "plan.json"
+        plan_file.write_text(json.dumps({"launches": plan, "times": timed, "meta": str(meta)}))
+        try:
+            measured = ncu.profile_program([sys.executable, __file__, "--child", str(plan_file)], METRICS,
+                                           "^probed_kernel$").launches
+        except ProfilerError as exc:
+            print(exc, file=sys.stderr)
+            return 1
     if len(measured) != len(plan) or not meta.exists():
         print(f"ncu profiled {len(measured)} launches of the {len(plan)} planned", file=sys.stderr)
         return 1
-    recorded = json.loads(meta.read_text())
-    timed = "--no-times" not in options  # without the timer reads the times are zeros: not kept
+    recorded = json.loads(meta.read_text())  # without the timer reads the times are zeros: not kept
     rows = [{**step, "metrics": dict(launch.metrics), "smid": sms}
             | ({"loads_out_ns": out_ns, "loads_back_ns": back_ns} if timed else {})
             for step, launch, sms, (out_ns, back_ns) in zip(plan, measured, recorded["smids"], recorded["times"])]
@@ -254,7 +258,7 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
     for row in rows:
         path = kernel_file(row)
         if path not in profilers:
-            hw = hardware_for(record, PRESETS["h100"]) if path == KERNEL else PRESETS["h100"]
+            hw = hardware_for(record, PRESETS["h100"]) if path == STENCIL2D else PRESETS["h100"]
             profilers[path] = load_kernel(path), SimProfiler(hw, gpu_occupancy=False)
         kernel, profiler = profilers[path]
         hw, _ = profiler.kernel_hardware(kernel, row["size"])
@@ -293,7 +297,7 @@ def compare(path: str) -> int:
     _warn_of_extra_requests(rows)
     kernels = ", ".join(dict.fromkeys(kernel_file(r).stem for r in rows))
     print(f"{record['device']}, {kernels}, % of the SMs' read requests, mean of the launches: ncu near / far / DRAM, "
-          f"then the h100 preset's near hits on the same SMs (sim); lag K: each program waits for the one launched K "
+          f"then the h100 preset's predicted near hits on the same SMs (sim); lag K: each program waits for the one launched K "
           f"earlier; atomic, no wait: one atomic round trip before the loads")
     for size in dict.fromkeys(r["size"] for r in rows):
         modes = list(dict.fromkeys(mode_name(r) for r in rows if r["size"] == size))
@@ -350,14 +354,14 @@ def _arguments(argv: list[str]):
     parser.add_argument("--compare", metavar="RECORD", help="simulate a record's launches on their SMs (no GPU)")
     parser.add_argument("--check", action="store_true", help="the probed kernel under TRITON_INTERPRET=1 (no GPU)")
     parser.add_argument("--timing", metavar="RECORD", help="when the programs' loads went out (no GPU)")
-    parser.add_argument("--child", metavar="META", help=argparse.SUPPRESS)
+    parser.add_argument("--child", metavar="PLAN", help=argparse.SUPPRESS)
     parser.add_argument("--lags", help='per size, the lags to launch: "medium:0,-1,-2,1280;small:0,1" (default %s)'
                         % ";".join(f"{k}:{','.join(map(str, v))}" for k, v in LAGS.items()))
     parser.add_argument("--buffers", type=int, default=1,
                         help="input buffers per size, each at its own place in memory")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="launches of each (buffer, remap, lag)")
     parser.add_argument("--no-times", action="store_true", help="leave out the timer reads around the loads")
-    parser.add_argument("--kernel", default=str(KERNEL.relative_to(ROOT)),
+    parser.add_argument("--kernel", default=str(STENCIL2D.relative_to(ROOT)),
                         help="a kernel taking stencil2d's arguments (default %(default)s)")
     parser.add_argument("--remaps", help='family instances to launch instead of fidelity.py\'s ten: '
                         '"grouped(group_m=2);col_major"')
@@ -377,15 +381,11 @@ def _plan(args) -> list[dict]:
 if __name__ == "__main__":
     args = _arguments(sys.argv[1:])
     if args.child:
-        sys.exit(run_child(args.child, _plan(args), times=not args.no_times))
+        sys.exit(run_child(args.child))
     if args.check:
         sys.exit(check_on_cpu(ROOT / args.kernel))
     if args.compare:
         sys.exit(compare(args.compare))
     if args.timing:
         sys.exit(timing(args.timing))
-    sys.exit(main(args.out, (["--lags", args.lags] if args.lags else [])
-                  + (["--load-orders", args.load_orders] if args.load_orders else [])
-                  + (["--remaps", args.remaps] if args.remaps else []) + ["--kernel", args.kernel]
-                  + ["--buffers", str(args.buffers), "--repeats", str(args.repeats)]
-                  + (["--no-times"] if args.no_times else [])))
+    sys.exit(main(args.out, _plan(args), timed=not args.no_times))

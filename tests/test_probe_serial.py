@@ -95,7 +95,7 @@ def test_remaps_are_named_as_the_search_labels_family_instances():
     from swizzleperf.families import FAMILIES
     from swizzleperf.kernel import load_kernel
 
-    kernel = load_kernel(probe.KERNEL)
+    kernel = load_kernel(probe.STENCIL2D)
     assert probed_kernel.family_remap("grouped(group_m=8)", kernel) == FAMILIES["grouped"](kernel.hook, group_m=8)
     assert probed_kernel.family_remap("xcd_row_major(dies=2)", kernel) == FAMILIES["xcd_row_major"](kernel.hook, dies=2)
     assert probed_kernel.family_remap("col_major", kernel) == FAMILIES["col_major"](kernel.hook)
