@@ -74,10 +74,6 @@ def _hook_of(text: str, kernel: KernelFile) -> str:
     return re.sub(rf"def\s+{name}\s*\(", f"def {kernel.hook.name}(", hook, count=1)
 
 
-def ncu_command(binary: str, metrics: list[str], regex: str, child: list[str]) -> list[str]:
-    return [*ncu_arguments(binary, metrics, regex, from_start=False), *child]
-
-
 def measure_kernel(kernel: KernelFile, hw: HardwareSpec, size: str, binary: str, metrics: list[str],
                    raw_dir: Path | None = None, timeout: float = 600.0) -> tuple[MeasuredKernel, list[str]]:
     """Every fidelity remap of `kernel` at `size` under one ncu run; returns it and the dropped metrics."""
@@ -94,8 +90,8 @@ def measure_kernel(kernel: KernelFile, hw: HardwareSpec, size: str, binary: str,
                  *files]
         while True:
             try:
-                done = run_tool(ncu_command(binary, metrics, regex, child), timeout=timeout, what="ncu",
-                                env=child_env())
+                command = [*ncu_arguments(binary, metrics, regex, from_start=False), *child]
+                done = run_tool(command, timeout=timeout, what="ncu", env=child_env())
                 break
             except ProfilerError as exc:  # an unknown metric fails the whole run: drop it and go again
                 unknown = _UNKNOWN_METRIC.search(str(exc))
