@@ -22,7 +22,7 @@ import argparse
 
 import numpy as np
 
-from swizzleperf.bounds import dispatcher_part_sizes, partition_bound
+from swizzleperf.sim.bounds.partition import dispatcher_part_sizes, partition_bound
 
 
 def gemm_reads(rows: int, cols: int, lines: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -77,9 +77,9 @@ def suite(hardware: str) -> None:
     import time
     from pathlib import Path
 
-    from swizzleperf.bounds.achievable import achievable_bound
-    from swizzleperf.hardware import PRESETS
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.sim.bounds.achievable import achievable_bound
+    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
     from swizzleperf.sim.prepared import prepare
 

@@ -18,9 +18,9 @@ import statistics
 import time
 from collections import defaultdict
 
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import HookSignature
-from swizzleperf.proofs import prove_bijective
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.validation.proofs.entry import prove_bijective
 from swizzleperf.proposers.search import candidate_space
 
 HOOKS = (HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",)),

@@ -34,8 +34,8 @@ def _peak_mb() -> float:
 
 def _kernel(size: str):
     """kernels/attention.py, with the 8 x 64K size added in a copy when asked for (sweep's mechanism)."""
-    from swizzleperf.kernel import load_kernel
-    from swizzleperf.sweep import kernel_with_size
+    from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.workflows.sweep.shapes import kernel_with_size
 
     kernel = load_kernel(ROOT / "kernels" / "attention.py")
     if size == "h8_s64k":
@@ -47,13 +47,13 @@ def _kernel(size: str):
 
 def _phase(spec: dict) -> dict:
     """One measured step, in this (child) process."""
-    from swizzleperf.hardware import PRESETS
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
-    from swizzleperf.sim.capture import capture_trace
+    from swizzleperf.sim.capture.capture import capture_trace
     from swizzleperf.sim.engine import simulate
 
-    from swizzleperf.sim.capture import cached_trace_path
+    from swizzleperf.sim.capture.capture import cached_trace_path
 
     kernel = _kernel(spec["size"]) if spec.get("attention") else load_kernel(spec["kernel"])
     start = time.perf_counter()
@@ -79,7 +79,7 @@ def _phase(spec: dict) -> dict:
 def _sampling(kernel, every: int | None) -> dict:
     """Read hit rate of the kernel's own remap, full and sampled (`every`, or the default sample a
     trace past the sampling threshold gets), on mi300x and h100."""
-    from swizzleperf.hardware import PRESETS
+    from swizzleperf.hardware.spec import PRESETS
     from swizzleperf.profilers.sim import SimProfiler
     from swizzleperf.sim.engine import simulate
     from swizzleperf.sim.sampling import choose_sample
@@ -99,7 +99,7 @@ def _sampling(kernel, every: int | None) -> dict:
 
 
 def _remaps(kernel, names: list[str]) -> dict[str, str]:
-    from swizzleperf.families import FamilyInstance
+    from swizzleperf.remaps.families import FamilyInstance
 
     return {name: kernel.hook_source if name == "identity" else FamilyInstance(name, ()).render(kernel.hook)
             for name in names}
@@ -183,7 +183,7 @@ def _optimize(kernel: Path, root: Path, iterations: int, workers: int) -> tuple[
 
     from rich.console import Console
 
-    from swizzleperf.session import OptimizeRequest, run_optimize
+    from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
 
     request = OptimizeRequest(
         kernel_path=kernel, hardware="mi300x", profiler="sim", proposer="search", iterations=iterations,
@@ -220,8 +220,8 @@ def bench_bench_workers(iterations: int = 4) -> dict[int, float]:
 
     from rich.console import Console
 
-    from swizzleperf.bench import BenchRequest, find_kernels, run_bench
-    from swizzleperf.executors import make_executor
+    from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels, run_bench
+    from swizzleperf.loop.executors import make_executor
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         root = Path(tmp)

@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from swizzleperf.hardware import PRESETS
+from swizzleperf.hardware.spec import PRESETS
 from swizzleperf.sim.engine import prepare, simulate
-from swizzleperf.sim.trace import Trace
+from swizzleperf.sim.trace.record import Trace
 
 REGION_ALIGN = 2 << 20  # the capture's virtual layout aligns every tensor to 2 MiB
 FLOAT_BYTES = 4

@@ -43,7 +43,7 @@ def kernel_path(name: str) -> Path:
 
 
 def _kernels(names: list[str]):
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.kernel.contract import load_kernel
 
     found = []
     for name in names:
@@ -53,8 +53,8 @@ def _kernels(names: list[str]):
 
 
 def cmd_measure(args) -> int:
-    from swizzleperf.fidelity.measure import measure
-    from swizzleperf.hardware import PRESETS, detect
+    from swizzleperf.lab.fidelity.measure import measure
+    from swizzleperf.hardware.spec import PRESETS, detect
 
     hw = detect() or PRESETS["h100"]
     out = Path(args.out)
@@ -73,12 +73,12 @@ def cmd_measure(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from swizzleperf.fidelity.compare import compare_kernel
-    from swizzleperf.fidelity.placement import load_placements
-    from swizzleperf.fidelity.recordings import averaged, reproducibility, same_remaps
-    from swizzleperf.fidelity.records import Measurement
-    from swizzleperf.hardware import resolve
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.lab.fidelity.compare import compare_kernel
+    from swizzleperf.lab.fidelity.placement import load_placements
+    from swizzleperf.lab.fidelity.recordings import averaged, reproducibility, same_remaps
+    from swizzleperf.lab.fidelity.records import Measurement
+    from swizzleperf.hardware.spec import resolve
+    from swizzleperf.kernel.contract import load_kernel
 
     measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
     placements = load_placements(args.placement) if args.placement else None
@@ -204,9 +204,9 @@ def _print_pooled(results, placed_by: str | None = None) -> None:
 
 def cmd_from_raw(args) -> int:
     """Rebuild OUT.json from the raw ncu CSVs a measurement saved (no GPU needed)."""
-    from swizzleperf.fidelity.measure import kernel_record
-    from swizzleperf.fidelity.records import Measurement
-    from swizzleperf.hardware import PRESETS
+    from swizzleperf.lab.fidelity.measure import kernel_record
+    from swizzleperf.lab.fidelity.records import Measurement
+    from swizzleperf.hardware.spec import PRESETS
 
     raw = Path(args.raw_dir)
     kernels = [kernel_record(k, PRESETS[args.hardware], size, (raw / f"{k.name}-{size}.csv").read_text())
@@ -221,10 +221,10 @@ def cmd_requests(args) -> int:
     """The L2 read requests (the L1's misses) of each kernel's identity launch, predicted against ncu's."""
     import numpy as np
 
-    from swizzleperf.fidelity.compare import hardware_for
-    from swizzleperf.fidelity.records import Measurement
-    from swizzleperf.hardware import resolve
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.lab.fidelity.compare import hardware_for
+    from swizzleperf.lab.fidelity.records import Measurement
+    from swizzleperf.hardware.spec import resolve
+    from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.ncu import read_requests
     from swizzleperf.profilers.sim import SimProfiler
 
@@ -253,7 +253,7 @@ def cmd_requests(args) -> int:
 
 def cmd_merge(args) -> int:
     """One measurement from parts of one run measured side by side, one `measure --kernels` per GPU."""
-    from swizzleperf.fidelity.records import Measurement, merged
+    from swizzleperf.lab.fidelity.records import Measurement, merged
 
     parts = [Measurement.model_validate_json(Path(p).read_text()) for p in args.parts]
     try:

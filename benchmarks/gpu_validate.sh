@@ -63,8 +63,8 @@ import torch
 import triton.testing
 
 from swizzleperf.errors import SwizzlePerfError
-from swizzleperf.hardware import PRESETS, detect
-from swizzleperf.kernel import load_kernel
+from swizzleperf.hardware.spec import PRESETS, detect
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.ncu import NcuProfiler
 from swizzleperf.profilers.timer import time_kernel
 

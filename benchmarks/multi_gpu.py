@@ -8,7 +8,7 @@ For each command (`optimize kernels/gemm.py --profiler ncu -n 8` and `bench soft
 --profiler ncu -n 4`, each with `--ray auto`, or `--workers N` with `--executor pool`) it runs the
 request on the first N GPUs for each N of `--gpus` (default: all of them, then 1), each from a cold
 Triton cache of its own, into OUT/<command>-<N>gpu/ (its runs, its console log and wall.json with its
-wall time). Then it audits what the sides recorded (swizzleperf.executors.audit): which GPUs ran
+wall time). Then it audits what the sides recorded (swizzleperf.lab.audit): which GPUs ran
 profiles, whether two profiles ever shared a GPU (from each attempt's device, start and length; bench:
 each kernel's), the most that ran at once, the wall-time ratio, and whether the sides recorded the same
 attempts apart from timings (proposals, stages and verdicts exactly; ncu's hit rates within its
@@ -31,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from swizzleperf.executors.audit import bench_records, compare_attempts, optimize_records, peak_concurrency, shared_gpu
-from swizzleperf.history import RUN_TO_RUN_PTS
+from swizzleperf.lab.audit import bench_records, compare_attempts, optimize_records, peak_concurrency, shared_gpu
+from swizzleperf.loop.history import RUN_TO_RUN_PTS
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {

@@ -186,7 +186,7 @@ def summarize_pressure(runs: dict, sides: list[int], warmer: int) -> None:
 def main(out: str, pressure_only: bool = False) -> int:
     if pressure_only:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from swizzleperf.measured_layouts import sm_partition
+        from swizzleperf.hardware.layouts.measured import sm_partition
         num_sms = torch.cuda.get_device_properties(0).multi_processor_count
         runs = pressure(num_sms)
         sides = list(sm_partition("h100"))

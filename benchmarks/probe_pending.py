@@ -140,7 +140,7 @@ def run_halo(out: str) -> int:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from swizzleperf.measured_layouts import sm_partition
+    from swizzleperf.hardware.layouts.measured import sm_partition
 
     sms = pair_sms(sm_partition("h100"))
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -167,7 +167,7 @@ def run_copies(out: str) -> int:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from swizzleperf.measured_layouts import sm_partition
+    from swizzleperf.hardware.layouts.measured import sm_partition
 
     a, b, c = chain_sms(sm_partition("h100"))
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -207,7 +207,7 @@ def run_cases(out: str) -> int:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from swizzleperf.measured_layouts import sm_partition
+    from swizzleperf.hardware.layouts.measured import sm_partition
 
     sms = pair_sms(sm_partition("h100"))
     for _ in range(REPEATS):
@@ -238,7 +238,7 @@ def run_granularity(out: str) -> int:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from swizzleperf.measured_layouts import sm_partition
+    from swizzleperf.hardware.layouts.measured import sm_partition
 
     a, _ = pair_sms(sm_partition("h100"))["same"]
     torch.zeros(1, device="cuda")  # the context the limit belongs to: torch makes it current on first use

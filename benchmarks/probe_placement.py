@@ -97,7 +97,7 @@ def steady_state(smids, sides, order=None, start_ns=None) -> SteadyState:
 
 
 def summary(path: str, gpu: str = "h100") -> int:
-    from swizzleperf.measured_layouts import first_wave_sequence, sm_partition
+    from swizzleperf.hardware.layouts.measured import first_wave_sequence, sm_partition
 
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
@@ -134,9 +134,9 @@ def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir
 
 def placements(spec: str, workdir: Path, remaps: bool) -> list[dict]:
     """The kernel's own launch, or with `remaps` each remap a fidelity run measures (fidelity_remaps)."""
-    from swizzleperf.fidelity.measure import fidelity_remaps
-    from swizzleperf.hardware import PRESETS
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.lab.fidelity.measure import fidelity_remaps
+    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.kernel.contract import load_kernel
 
     path, _, size_name = spec.partition(":")
     kernel = load_kernel(path)
@@ -148,7 +148,7 @@ def placements(spec: str, workdir: Path, remaps: bool) -> list[dict]:
 def placement(kernel, size_name: str, workdir: Path, remap: str | None = None) -> dict:
     import torch
 
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.kernel.contract import load_kernel
 
     slots = 1
     for extent in kernel.grid(size_name):

@@ -122,7 +122,7 @@ def run_statistics(run: dict, sides: np.ndarray, rank: np.ndarray) -> dict[str, 
 
 def sides_and_rank(gpu: str) -> tuple[np.ndarray, np.ndarray]:
     """Each SM's L2 side, and its position in the scheduler's first-wave SM order (the measured layout)."""
-    from swizzleperf.measured_layouts import first_wave_sequence, sm_partition
+    from swizzleperf.hardware.layouts.measured import first_wave_sequence, sm_partition
 
     sides = np.asarray(sm_partition(gpu))
     rank = np.empty(len(sides), dtype=np.int64)

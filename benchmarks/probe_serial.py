@@ -77,9 +77,9 @@ def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats:
     """What the child launches, in order: every (size, input buffer, remap, load order, lag), `repeats` times (load
     order (): the kernel file's). The remaps: fidelity.py's ten, or family instances by label. The kernel must
     take stencil2d's arguments (x, out, M, N, strides, BLOCK_M, BLOCK_N, NUM_XCDS)."""
-    from swizzleperf.fidelity.measure import fidelity_remaps
-    from swizzleperf.hardware import PRESETS
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.lab.fidelity.measure import fidelity_remaps
+    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.kernel.contract import load_kernel
 
     kernel = load_kernel(kernel_path)
     which = {} if kernel_path.resolve() == STENCIL2D else {"kernel": str(kernel_path.resolve().relative_to(ROOT))}
@@ -97,7 +97,7 @@ def launch(module, kernel, size: dict, lag: int, x):
     import torch
     import triton
 
-    from swizzleperf.hardware import PRESETS
+    from swizzleperf.hardware.spec import PRESETS
 
     block_m, block_n, device = kernel.module.BLOCK_M, kernel.module.BLOCK_N, x.device
     out = torch.empty_like(x)
@@ -139,7 +139,7 @@ def run_child(plan_file: str) -> int:
     alive: buffers lie at different places in memory."""
     import torch
 
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.kernel.contract import load_kernel
 
     spec = json.loads(Path(plan_file).read_text())
     plan, times, meta = spec["launches"], spec["times"], spec["meta"]
@@ -170,9 +170,9 @@ def check_on_cpu(kernel_path: Path = STENCIL2D) -> int:
     remap at the tiny size, computes the kernel's reference exactly and sets every flag."""
     import torch
 
-    from swizzleperf.fidelity.measure import fidelity_remaps
-    from swizzleperf.hardware import PRESETS
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.lab.fidelity.measure import fidelity_remaps
+    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.kernel.contract import load_kernel
 
     kernel = load_kernel(kernel_path)
     order = tuple(reversed(load_statements(kernel_source(kernel_path)[1])))
@@ -245,10 +245,10 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
     occupancy and L1 of its fidelity recording; another kernel: the preset's L1 and its declared occupancy, which
     a kernel of one round of loads on recorded SMs does not depend on; one at a time or not, the model's order is
     the same)."""
-    from swizzleperf.fidelity.compare import hardware_for, predicted_split, simulated_on_sms
-    from swizzleperf.fidelity.records import Measurement
-    from swizzleperf.hardware import PRESETS
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.lab.fidelity.compare import hardware_for, predicted_split, simulated_on_sms
+    from swizzleperf.lab.fidelity.records import Measurement
+    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
 
     recording = Measurement.model_validate_json(
@@ -287,8 +287,8 @@ def compare(path: str) -> int:
     """Per size, remap and mode (lag, load order): the near hits ncu counted and the simulator predicts on the same
     SMs (and far hits and DRAM fills, measured), then per mode the rank correlation of the near hits over the
     remaps. The simulator replays the kernel file's trace: the order of a program's loads is not in its model."""
-    from swizzleperf.fidelity.compare import measured_split
-    from swizzleperf.fidelity.ranks import spearman
+    from swizzleperf.lab.fidelity.compare import measured_split
+    from swizzleperf.lab.fidelity.ranks import spearman
 
     with gzip.open(path, "rt") as f:
         record = json.load(f)

@@ -114,7 +114,7 @@ def load_module(source: str, workdir: Path, index: int):
 
 def family_remap(label: str, kernel) -> str:
     """The source of a family instance named as the search labels it: `grouped(group_m=8)`, `col_major`."""
-    from swizzleperf.families import FAMILIES
+    from swizzleperf.remaps.families import FAMILIES
 
     match = re.fullmatch(r"(\w+)(?:\((.*)\))?", label.strip())
     if not match or match.group(1) not in FAMILIES:

@@ -177,9 +177,9 @@ def _reference(q, k, v, causal: bool) -> torch.Tensor:
     return out
 
 
-# --- the kernel file contract (swizzleperf.kernel.CONTRACT) -----------------------------------
+# --- the kernel file contract (swizzleperf.kernel.contract.CONTRACT) -----------------------------------
 REMAP_HOOK = "swizzle"
-LOOP_ORDER_HOOK = "kv_order"  # a permutation of the steps; the sawtooth is one (swizzleperf.schedules.loop_order)
+LOOP_ORDER_HOOK = "kv_order"  # a permutation of the steps; the sawtooth is one (swizzleperf.validation.loop_order)
 PERSISTENT = True  # `programs` resident programs (the launch grid) loop over grid()'s tiles
 
 

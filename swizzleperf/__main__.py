@@ -1,5 +1,5 @@
 """`python -m swizzleperf` is the `swizzleperf` command."""
 
-from swizzleperf.cli import main
+from swizzleperf.cli.main import main
 
 main()

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-# pytest-xdist's workers start with COLUMNS=80, and a rich Console built at import (swizzleperf.cli's)
+# pytest-xdist's workers start with COLUMNS=80, and a rich Console built at import (swizzleperf.cli.main's)
 # keeps the width it saw then; without it, each test's own COLUMNS (set where it reads whole lines) holds.
 os.environ.pop("COLUMNS", None)
 MAX_WORKERS = 4  # each worker imports torch, numba and triton (~1 GB); past 4 the slowest files decide

@@ -1,6 +1,6 @@
 """Remap sources the kernel tests share, written by hand from DESIGN.md section 3.
 
-Kept apart from swizzleperf.families on purpose: a test should not check the kernels with the
+Kept apart from swizzleperf.remaps.families on purpose: a test should not check the kernels with the
 same code that the search proposes.
 """
 

@@ -14,8 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from swizzleperf.validation.bijectivity import logical_ids
-from swizzleperf.cli import app, main
-from swizzleperf.kernel import load_kernel
+from swizzleperf.cli.main import app
+from swizzleperf.cli.main import main
+from swizzleperf.kernel.contract import load_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "adopt"

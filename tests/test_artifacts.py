@@ -8,13 +8,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from swizzleperf import artifacts, plots
-from swizzleperf.grouping import partition_sentence
-from swizzleperf.hardware import PRESETS
-from swizzleperf.history import RANKING_RULE, Attempt, History, StageResult
-from swizzleperf.kernel import load_kernel
-from swizzleperf.report import BottleneckReport
-from swizzleperf.runs import KernelRef, RunDir
+from swizzleperf.loop import artifacts, plots
+from swizzleperf.remaps.placement import partition_sentence
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.loop.history import RANKING_RULE, Attempt, History, StageResult
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.records.report import BottleneckReport
+from swizzleperf.loop.rundir import KernelRef, RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 MI300X = PRESETS["mi300x"]

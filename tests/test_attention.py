@@ -20,17 +20,22 @@ import numpy as np
 import pytest
 import triton
 
-from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective, find_bijectivity_failure, logical_ids
+from swizzleperf.validation.bijectivity import (
+    bijectivity_grids,
+    check_bijective,
+    find_bijectivity_failure,
+    logical_ids,
+)
 from swizzleperf.validation.correctness import check_correctness
-from swizzleperf.families import FamilyInstance
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
+from swizzleperf.remaps.families import FamilyInstance
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.proposers.search import candidate_space
-from swizzleperf.remap import static_check
-from swizzleperf.remap_eval import evaluate
-from swizzleperf.sim.capture import cached_trace_path, capture_trace
-from swizzleperf.sim.dispatch import slot_domains
-from swizzleperf.sim.trace import TraceMeta
+from swizzleperf.remaps.check import static_check
+from swizzleperf.remaps.evaluate.evaluator import evaluate
+from swizzleperf.sim.capture.capture import cached_trace_path, capture_trace
+from swizzleperf.hardware.dispatch import slot_domains
+from swizzleperf.sim.trace.record import TraceMeta
 
 ROOT = Path(__file__).resolve().parents[1]
 MI300X = PRESETS["mi300x"]
@@ -124,7 +129,7 @@ from triton._C.libtriton import ir
 from triton.backends.compiler import GPUTarget
 from triton.compiler import make_backend
 from triton.compiler.compiler import ASTSource
-from swizzleperf.kernel import load_kernel
+from swizzleperf.kernel.contract import load_kernel
 
 results = {}
 for job in json.load(sys.stdin):

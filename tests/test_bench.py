@@ -8,12 +8,19 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from swizzleperf.bench import BenchReport, BenchRequest, SimBudget, find_kernels, generalise, run_bench
+from swizzleperf.workflows.bench.suite import (
+    BenchReport,
+    BenchRequest,
+    SimBudget,
+    find_kernels,
+    generalise,
+    run_bench,
+)
 from swizzleperf.errors import ContractError
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
-from swizzleperf.runs import RunDir
+from swizzleperf.loop.rundir import RunDir
 
 from terminal_tables import cells, render
 
@@ -142,7 +149,7 @@ def test_a_remap_that_breaks_at_another_size_is_rejected_there_with_the_reason(t
 
 def test_a_bench_stopped_part_way_keeps_the_kernels_it_finished(tmp_path, monkeypatch):
     monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
-    import swizzleperf.bench as bench
+    from swizzleperf.workflows.bench import suite as bench
 
     finished = []
     real = bench.bench_kernel
@@ -192,8 +199,8 @@ def test_kernels_are_found_by_name_or_path_and_unknown_names_list_the_suite(tmp_
 
 def test_other_sizes_carry_the_speedup_where_the_profiler_times(tmp_path, monkeypatch):
     """A timing profiler (ncu, rocprofv3) times both remaps at the other size: the cell shows the ratio."""
-    import swizzleperf.bench as bench
-    from swizzleperf.report import BottleneckReport, Timing
+    from swizzleperf.workflows.bench import other_sizes
+    from swizzleperf.records.report import BottleneckReport, Timing
 
     kernel = load_kernel(_small_copy(tmp_path, "softmax"))
     timed = {kernel.hook_source.strip(): (40.0, 2.0, 2.1, 2.2), NAIVE.strip(): (90.0, 1.5, 1.6, 1.7)}
@@ -207,7 +214,7 @@ def test_other_sizes_carry_the_speedup_where_the_profiler_times(tmp_path, monkey
                                     timing=Timing(median_ms=median, p20_ms=p20, p80_ms=p80, repeats=100,
                                                   l2_state="flushed"))
 
-    monkeypatch.setattr(bench.other_sizes, "select_profiler", lambda name, hw, progress=None: (TimingProfiler(), "fake"))
+    monkeypatch.setattr(other_sizes, "select_profiler", lambda name, hw, progress=None: (TimingProfiler(), "fake"))
     (tiny,) = generalise(kernel, NAIVE, "small", MI300X, "ncu", "cpu", None, only=["tiny"])
     assert tiny.status == "rejected"  # NAIVE is no bijection on tiny's 15 programs: never profiled
     (own,) = generalise(kernel, kernel.hook_source, "small", MI300X, "ncu", "cpu", None, only=["tiny"])
@@ -221,7 +228,7 @@ def test_other_sizes_carry_the_speedup_where_the_profiler_times(tmp_path, monkey
 
 
 def test_the_recorded_bench_marks_softmaxs_noise_level_gain_and_not_gemms():
-    from swizzleperf.bench.output import row_cells, to_markdown
+    from swizzleperf.workflows.bench.output import row_cells, to_markdown
 
     # bench softmax gemm attention --profiler ncu on two H100s (benchmarks/multi_gpu.py)
     recorded = Path(__file__).resolve().parents[1] / "benchmarks" / "recorded" / "multi-gpu-h100x2"

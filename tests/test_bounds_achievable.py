@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import swizzleperf.bounds.achievable as bound_module
-from swizzleperf.bounds.achievable import Achievable, achievable_bound, assignment_fetches, read_only_nets
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
+from swizzleperf.sim.bounds import achievable as bound_module
+from swizzleperf.sim.bounds.achievable import Achievable, achievable_bound, assignment_fetches, read_only_nets
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.sim.engine import prepare
-from swizzleperf.sim.trace import Trace
+from swizzleperf.sim.trace.record import Trace
 
 MI300X = PRESETS["mi300x"]
 

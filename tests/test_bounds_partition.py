@@ -7,14 +7,14 @@ import sys
 import numpy as np
 import pytest
 
-from swizzleperf.bounds import (
+from swizzleperf.sim.bounds.partition import (
     PartitionBound,
     PartitionerFailed,
     PartitionerMissing,
     dispatcher_part_sizes,
     partition_bound,
 )
-from swizzleperf.bounds import hypergraph, partition
+from swizzleperf.sim.bounds import hypergraph, partition
 
 needs_mtkahypar = pytest.mark.skipif(
     importlib.util.find_spec("mtkahypar") is None, reason="needs Mt-KaHyPar: pip install mtkahypar"

@@ -19,12 +19,12 @@ import pytest
 import torch
 
 from swizzleperf.errors import TraceCaptureError
-from swizzleperf.kernel import load_kernel
-from swizzleperf.sim import capture
-from swizzleperf.sim.events import EventBatch, TraceBuilder, distinct_lines, distinct_lines_reference
-from swizzleperf.sim.layout import REGION_ALIGN, VirtualLayout
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.sim.capture import capture
+from swizzleperf.sim.capture.events import EventBatch, TraceBuilder, distinct_lines, distinct_lines_reference
+from swizzleperf.sim.capture.address_space import REGION_ALIGN, VirtualLayout
 from swizzleperf.sim.rounds import round_starts
-from swizzleperf.sim.trace import Trace, TraceMeta
+from swizzleperf.sim.trace.record import Trace, TraceMeta
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -423,8 +423,8 @@ FAILING = {"two_launches": "exactly one launch", "block_ptr": "Block pointers",
 CHILD = r'''
 import json, sys
 from pathlib import Path
-from swizzleperf.kernel import load_kernel
-from swizzleperf.sim.capture import record_trace
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.sim.capture.capture import record_trace
 
 out = Path(sys.argv[2])
 for name, (path, size) in json.loads(Path(sys.argv[1]).read_text()).items():
@@ -651,7 +651,7 @@ def test_reference_hooks_cover_every_native_memory_access():
 
     from triton.runtime.interpreter import InterpreterBuilder
 
-    from swizzleperf.sim.interp_reference import HOOKED_BUILDER_METHODS
+    from swizzleperf.sim.capture.interp_reference import HOOKED_BUILDER_METHODS
     touching = {name for name, fn in inspect.getmembers(InterpreterBuilder, inspect.isfunction)
                 if re.search(r"_interpreter\.(load|store|atomic_\w+)\(", inspect.getsource(fn))}
     assert touching and touching <= set(HOOKED_BUILDER_METHODS), touching - set(HOOKED_BUILDER_METHODS)
@@ -660,7 +660,7 @@ def test_reference_hooks_cover_every_native_memory_access():
 def test_fast_mode_names_the_supported_triton_version(monkeypatch):
     import triton
 
-    from swizzleperf.sim.batched_ops import SUPPORTED_TRITON, check_version
+    from swizzleperf.sim.capture.batched_ops import SUPPORTED_TRITON, check_version
     monkeypatch.setattr(triton, "__version__", "3.6.0")
     with pytest.raises(TraceCaptureError, match=f"supports triton {SUPPORTED_TRITON}x.*mode='reference'"):
         check_version()

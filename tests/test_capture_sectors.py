@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.sim.capture import SECTOR_BYTES
-from swizzleperf.sim.trace import Trace, TraceMeta
+from swizzleperf.sim.capture.capture import SECTOR_BYTES
+from swizzleperf.sim.trace.record import Trace, TraceMeta
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ["softmax", "gemm", "transpose", "smithwaterman"]  # smithwaterman: columns out of address order
@@ -25,8 +25,8 @@ KERNELS = ["softmax", "gemm", "transpose", "smithwaterman"]  # smithwaterman: co
 CHILD = r'''
 import sys
 from pathlib import Path
-from swizzleperf.kernel import load_kernel
-from swizzleperf.sim.capture import SECTOR_BYTES, record_trace
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.sim.capture.capture import SECTOR_BYTES, record_trace
 
 out = Path(sys.argv[1])
 for path in sys.argv[2:]:

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from swizzleperf.cli import app, main
-from swizzleperf.hardware import PRESETS
-from swizzleperf.render import spec_table
+from swizzleperf.cli.main import app
+from swizzleperf.cli.main import main
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.cli.render import spec_table
 
 from terminal_tables import cells, render
 

@@ -1,6 +1,6 @@
 """Issue 14: every bad input a newcomer meets is one line that says what to do, with its exit code.
 
-Each test runs the real entry point (`swizzleperf.cli.main`, as the installed command does) and
+Each test runs the real entry point (`swizzleperf.cli.main.main`, as the installed command does) and
 asserts the exact line and that no traceback is printed.
 """
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.cli import main
+from swizzleperf.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "kernels" / "softmax.py"
@@ -51,7 +51,7 @@ def test_sweep_help_cites_nothing_outside_the_repository(cli):
 
 
 def test_an_exception_with_no_message_is_reported_by_its_type():
-    from swizzleperf.bench import _first_line
+    from swizzleperf.workflows.bench.suite import _first_line
     assert _first_line(RuntimeError("")) == "RuntimeError"
     assert _first_line(RuntimeError("\n\nsecond line\nthird")) == "second line"
 
@@ -111,7 +111,7 @@ def test_model_without_proposer_implies_the_llm_proposer_and_says_so(cli, tmp_pa
 
 
 def test_proposer_resolution():
-    from swizzleperf.session import resolve_proposer
+    from swizzleperf.loop.assemble import resolve_proposer
     assert resolve_proposer(None, None) == ("search", None)
     assert resolve_proposer(None, "openai/gpt-4o") == ("llm", "--model openai/gpt-4o without --proposer: using "
                                                               "--proposer llm")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf import session
-from swizzleperf.cli import main
+from swizzleperf.loop import assemble as session
+from swizzleperf.cli.main import main
 from swizzleperf.proposers.base import Proposal
 
 ROOT = Path(__file__).resolve().parents[1]

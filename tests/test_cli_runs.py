@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from swizzleperf import cli
-from swizzleperf.hardware import PRESETS
-from swizzleperf.history import RANKING_RULE, Attempt, StageResult
-from swizzleperf.report import BottleneckReport
-from swizzleperf.runs import BestRef, KernelRef, RunDir
+from swizzleperf.cli import main as cli
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.loop.history import RANKING_RULE, Attempt, StageResult
+from swizzleperf.records.report import BottleneckReport
+from swizzleperf.loop.rundir import BestRef, KernelRef, RunDir
 
 runner = CliRunner()
 

@@ -12,10 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from swizzleperf.validation.correctness import (CorrectnessReport, check_correctness, compare, default_device,
-                                     sizes_to_check)
+from swizzleperf.validation.correctness import (
+    CorrectnessReport,
+    check_correctness,
+    compare,
+    default_device,
+    sizes_to_check,
+)
 from swizzleperf.errors import ContractError, RemapRejected
-from swizzleperf.kernel import load_kernel
+from swizzleperf.kernel.contract import load_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.validation.correctness import check_correctness
-from swizzleperf.kernel import load_kernel
+from swizzleperf.kernel.contract import load_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_REFERENCE = ROOT / "tests" / "data" / "no_reference.py"

@@ -4,13 +4,19 @@ import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from swizzleperf.bench.records import KernelResult
-from swizzleperf.executors.audit import (
-    attempt_occupancy, bench_occupancy, bench_records, compare_attempts, optimize_records, peak_concurrency,
-    shared_gpu)
-from swizzleperf.executors.base import placed_gpu
-from swizzleperf.history import Attempt, StageResult
-from swizzleperf.report import BottleneckReport
+from swizzleperf.workflows.bench.records import KernelResult
+from swizzleperf.lab.audit import (
+    attempt_occupancy,
+    bench_occupancy,
+    bench_records,
+    compare_attempts,
+    optimize_records,
+    peak_concurrency,
+    shared_gpu,
+)
+from swizzleperf.loop.executors.base import placed_gpu
+from swizzleperf.loop.history import Attempt, StageResult
+from swizzleperf.records.report import BottleneckReport
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.evaluate import CandidateEvaluator
-from swizzleperf.executors import InProcess, make_executor
-from swizzleperf.executors.pool import ProcessPool
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
-from swizzleperf.optimize import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.loop.executors import InProcess, make_executor
+from swizzleperf.loop.executors.pool import ProcessPool
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
 from swizzleperf.proposers.search import SearchProposer
-from swizzleperf.runs import RunDir
+from swizzleperf.loop.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = ROOT / "tests" / "data" / "no_reference.py"  # 60 programs at its size tiny
@@ -135,7 +135,7 @@ def test_ray_on_a_local_cluster_records_exactly_the_serial_attempts(serial, cach
 def test_without_ray_the_flag_says_how_to_get_it(monkeypatch):
     import builtins
 
-    from swizzleperf.executors.ray_cluster import RayMissing
+    from swizzleperf.loop.executors.ray_cluster import RayMissing
 
     real_import = builtins.__import__
 
@@ -200,7 +200,7 @@ def test_a_run_stopped_mid_batch_resumes_to_the_uninterrupted_attempts(serial, c
 
 @pytest.mark.slow
 def test_sweep_spreads_shapes_over_a_pool_with_the_in_process_results(tmp_path, monkeypatch):
-    from swizzleperf.sweep import SweepGrid, run_sweep
+    from swizzleperf.workflows.sweep.shapes import SweepGrid, run_sweep
 
     monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
     small_l2 = HW.model_copy(update=dict(name="mi300x-256k", l2_bytes_per_domain=256 * 1024, cus_per_domain=2,
@@ -294,7 +294,7 @@ def test_a_terminated_workers_interrupt_inside_a_c_callback_is_not_printed(capsy
     hook the same way.)"""
     import gc
 
-    from swizzleperf.executors import pool
+    from swizzleperf.loop.executors import pool
 
     class Raises:
         def __init__(self, exc):

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from swizzleperf.validation.bijectivity import bijectivity_grids
-from swizzleperf.families import FAMILIES, FamilyInstance
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import HookSignature, load_kernel
+from swizzleperf.remaps.families import FAMILIES, FamilyInstance
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import HookSignature, load_kernel
 from swizzleperf.proposers.base import AttemptView, ProposalContext
 from swizzleperf.proposers.search import SearchProposer, candidate_space
-from swizzleperf.remap import normalise, static_check
-from swizzleperf.remap_eval import evaluate
-from swizzleperf.report import BottleneckReport
+from swizzleperf.remaps.check import normalise, static_check
+from swizzleperf.remaps.evaluate.evaluator import evaluate
+from swizzleperf.records.report import BottleneckReport
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK_1D = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))

@@ -6,15 +6,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.fidelity.compare import (
-    KernelComparison, RemapComparison, hardware_for, measured_lookup_hit_pct, measured_resources, measured_split,
-    predicted_split)
-from swizzleperf.fidelity.ranks import spearman, spearman_with_ties, tie_groups, told_apart
-from swizzleperf.fidelity.recordings import averaged, measured_read_hit_pct, reproducibility, same_remaps
-from swizzleperf.fidelity.measure import fidelity_remaps, kernel_record
-from swizzleperf.fidelity.records import Measurement, merged
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
+from swizzleperf.lab.fidelity.compare import (
+    KernelComparison,
+    RemapComparison,
+    hardware_for,
+    measured_lookup_hit_pct,
+    measured_resources,
+    measured_split,
+    predicted_split,
+)
+from swizzleperf.lab.fidelity.ranks import spearman, spearman_with_ties, tie_groups, told_apart
+from swizzleperf.lab.fidelity.recordings import averaged, measured_read_hit_pct, reproducibility, same_remaps
+from swizzleperf.lab.fidelity.measure import fidelity_remaps, kernel_record
+from swizzleperf.lab.fidelity.records import Measurement, merged
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers import ncu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,7 +217,7 @@ def test_every_read_miss_on_the_sm_side_is_a_far_hit_or_a_dram_fill():
 
 
 def test_the_predicted_split_puts_every_read_miss_that_dram_did_not_serve_in_the_far_partition():
-    from swizzleperf.report import BottleneckReport
+    from swizzleperf.records.report import BottleneckReport
 
     report = BottleneckReport(source="sim", hardware="h100", kernel="k", size="s", hit_pct=60.0, accesses=1000,
                               hits=600, granule_bytes=32, bytes_from_next_level=300 * 32)
@@ -224,8 +230,8 @@ def test_a_recorded_placement_is_simulated_beside_the_model_and_must_be_of_the_m
     ran them on (matched by label; a recording under another remap is refused, however its source is written)."""
     import gzip
 
-    from swizzleperf.fidelity.compare import compare_kernel
-    from swizzleperf.fidelity.placement import load_placements
+    from swizzleperf.lab.fidelity.compare import compare_kernel
+    from swizzleperf.lab.fidelity.placement import load_placements
 
     kernel = load_kernel(ROOT / "kernels" / "elementwise.py")
     measured = next(k for k in _measurement().kernels if k.kernel == "elementwise")
@@ -284,8 +290,8 @@ def test_compare_over_walk_seeds_prints_each_kernels_range_and_refuses_a_preset_
 def test_remaps_with_one_launch_order_count_once_over_distinct_orders():
     """Two remaps that send every slot to the same program are one launch: over distinct orders they count once,
     at their measured mean, and the recordings' rates are merged the same way before the tie test."""
-    from swizzleperf.fidelity.compare import KernelComparison, RemapComparison
-    from swizzleperf.fidelity.recordings import reproducibility_of
+    from swizzleperf.lab.fidelity.compare import KernelComparison, RemapComparison
+    from swizzleperf.lab.fidelity.recordings import reproducibility_of
 
     def row(label, measured, predicted):
         return RemapComparison(label=label, measured_read_pct=measured, predicted_read_pct=predicted,
@@ -308,7 +314,7 @@ def test_remaps_with_one_launch_order_count_once_over_distinct_orders():
 
 def test_compare_finds_the_remaps_that_are_one_launch_order_at_the_measured_size():
     """elementwise at its tiny size: a rewritten identity is the identity's launch order; col_major is its own."""
-    from swizzleperf.fidelity.compare import compare_kernel
+    from swizzleperf.lab.fidelity.compare import compare_kernel
 
     kernel = load_kernel(ROOT / "kernels" / "elementwise.py")
     measured = next(k for k in _measurement().kernels if k.kernel == "elementwise")

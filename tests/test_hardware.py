@@ -2,9 +2,9 @@
 
 import pytest
 
-from swizzleperf import hardware
+from swizzleperf.hardware import spec as hardware
 from swizzleperf.errors import HardwareSpecError
-from swizzleperf.hardware import PRESETS, HardwareSpec
+from swizzleperf.hardware.spec import PRESETS, HardwareSpec
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

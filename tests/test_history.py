@@ -2,8 +2,8 @@
 
 from datetime import datetime, timezone
 
-from swizzleperf.history import RANKING_RULE, Attempt, History, StageResult, within_noise
-from swizzleperf.report import BottleneckReport, Timing
+from swizzleperf.loop.history import RANKING_RULE, Attempt, History, StageResult, within_noise
+from swizzleperf.records.report import BottleneckReport, Timing
 
 
 def _attempt(iteration: int, hit_pct: float, times: tuple[float, float, float] | None, origin="search",
@@ -50,8 +50,8 @@ def test_within_the_spread_the_higher_hit_rate_wins_and_untimed_runs_rank_by_hit
 def test_the_grouping_sentence_names_what_die_0_runs():
     import numpy as np
 
-    from swizzleperf.artifacts import grouping_sentence
-    from swizzleperf.hardware import PRESETS
+    from swizzleperf.loop.artifacts import grouping_sentence
+    from swizzleperf.hardware.spec import PRESETS
 
     # XCD-contiguous on 8 dies: slot w -> logical (w % 8) * 4 + w // 8, so die 0 runs logical 0-3
     slots = np.arange(32)
@@ -65,7 +65,7 @@ def test_the_grouping_sentence_names_what_die_0_runs():
 
 
 def test_bounds_text_says_how_close_the_fetches_are_to_the_minimum():
-    from swizzleperf.report import bounds_text
+    from swizzleperf.records.report import bounds_text
 
     report = BottleneckReport(source="sim", hardware="mi300x", kernel="k", size="s", hit_pct=50.0, ceiling_pct=75.0,
                               achievable_pct=70.0, accesses=400, hits=200, unique_lines=100)
@@ -78,7 +78,7 @@ def test_bounds_text_says_how_close_the_fetches_are_to_the_minimum():
 def test_the_partition_sentence_names_what_the_bound_puts_on_die_0():
     import numpy as np
 
-    from swizzleperf.grouping import partition_sentence
+    from swizzleperf.remaps.placement import partition_sentence
 
     # 4 x 8 tiles on 8 dies in 2 x 2 blocks: die (row // 2) * 4 + col // 2, so die 0 has tiles (0-1, 0-1)
     rows, cols = np.divmod(np.arange(32), 8)
@@ -113,8 +113,8 @@ def test_reports_written_before_the_bounds_grouping_still_load():
 
 
 def test_the_report_and_the_table_say_why_an_accepted_attempt_ranks_last():
-    from swizzleperf.artifacts import _row
-    from swizzleperf.render import verdict_text
+    from swizzleperf.loop.artifacts import _row
+    from swizzleperf.cli.render import verdict_text
 
     baseline = _attempt(0, 91.43, (0.985, 1.000, 1.004), origin="baseline")
     slower = _attempt(1, 92.70, (1.006, 1.010, 1.015))

@@ -1,6 +1,6 @@
 """Children that handle candidates are confined: no provider keys, no planted modules, hard limits.
 
-`swizzleperf.validation.isolation:probe` runs as a sandbox target and reports what the child sees; the
+`swizzleperf.untrusted.isolation:probe` runs as a sandbox target and reports what the child sees; the
 limits are shown by what stops it. Every failure comes back as one line, never a traceback.
 """
 
@@ -13,16 +13,16 @@ import pytest
 import swizzleperf
 from swizzleperf.validation.bijectivity import check_bijective
 from swizzleperf.errors import ChildSetupError, SandboxError
-from swizzleperf.validation.isolation import Confinement
-from swizzleperf.kernel import HookSignature
-from swizzleperf.validation.sandbox import run_in_child
+from swizzleperf.untrusted.isolation import Confinement
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.untrusted.sandbox import run_in_child
 
 HOOK = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))
 IDENTITY = "@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return pid\n"
 
 
 def probe(confinement: Confinement | None = None, timeout: float = 60, **payload) -> dict:
-    return run_in_child("swizzleperf.validation.isolation:probe", payload, timeout, what="the probe",
+    return run_in_child("swizzleperf.untrusted.isolation:probe", payload, timeout, what="the probe",
                         confinement=confinement).value
 
 
@@ -82,7 +82,7 @@ def test_an_exception_in_the_child_is_one_line_and_setup_failures_are_told_apart
     assert str(info.value) == "the probe raised ValueError: invalid literal for int() with base 10: 'lots'"
     assert not isinstance(info.value, ChildSetupError)
     with pytest.raises(ChildSetupError) as setup:
-        run_in_child("swizzleperf.validation.isolation:no_such_function", {}, 60, what="the probe")
+        run_in_child("swizzleperf.untrusted.isolation:no_such_function", {}, 60, what="the probe")
     assert "could not start its work" in str(setup.value) and "AttributeError" in str(setup.value)
     assert "\n" not in str(setup.value) and "Traceback" not in str(setup.value)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import ContractError
-from swizzleperf.kernel import load_kernel
+from swizzleperf.kernel.contract import load_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 

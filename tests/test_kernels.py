@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import triton
 
-from swizzleperf.cli import _remap_from_file
+from swizzleperf.cli.main import _remap_from_file
 from swizzleperf.validation.correctness import CorrectnessReport
-from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.kernel.contract import KernelFile, load_kernel
 
 from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_GROUPED_2D
 
@@ -39,7 +39,7 @@ GOOD_REMAP = {1: XCD_CONTIGUOUS_1D, 2: XCD_GROUPED_2D}
 _CHILD = """
 import json, sys, traceback
 from swizzleperf.validation.correctness import CorrectnessReport, run_cases
-from swizzleperf.kernel import load_kernel
+from swizzleperf.kernel.contract import load_kernel
 reports = {}
 for job in json.load(open(sys.argv[1])):
     try:

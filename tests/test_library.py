@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from swizzleperf.apply import apply_entry
-from swizzleperf.evaluate import CandidateEvaluator
+from swizzleperf.workflows.apply import apply_entry
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.errors import LibraryError, RunError
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
-from swizzleperf.library import Library, entry_from_run, transplant
-from swizzleperf.optimize import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.remaps.library import Library, entry_from_run, transplant
+from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
-from swizzleperf.runs import RunDir
-from swizzleperf.session import OptimizeRequest, run_optimize
+from swizzleperf.loop.rundir import RunDir
+from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
 
 ROOT = Path(__file__).resolve().parents[1]
 

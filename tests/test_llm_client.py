@@ -8,10 +8,10 @@ import dspy
 import pytest
 
 from swizzleperf.errors import LLMError
-from swizzleperf.llm.client import PLACEHOLDER_KEY, ModelConfig, check_config, connect
-from swizzleperf.llm.scripted import Failure, Reply, ScriptedServer, chat_reply, word_count
+from swizzleperf.proposers.llm.client import PLACEHOLDER_KEY, ModelConfig, check_config, connect
+from swizzleperf.proposers.llm.scripted import Failure, Reply, ScriptedServer, chat_reply, word_count
 from swizzleperf.proposers.base import LLMUsage
-from swizzleperf.proposers.llm import make_llm_proposer
+from swizzleperf.proposers.llm.proposer import make_llm_proposer
 
 
 class Echo(dspy.Signature):

@@ -6,9 +6,9 @@ import shutil
 import pytest
 
 from swizzleperf.errors import LLMError
-from swizzleperf.hardware import PRESETS, Dispatch
-from swizzleperf.kernel import HookSignature
-from swizzleperf.llm.context import (
+from swizzleperf.hardware.spec import PRESETS, Dispatch
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.proposers.llm.context import (
     NO_HARDWARE,
     describe_history,
     describe_profile,
@@ -16,9 +16,9 @@ from swizzleperf.llm.context import (
     report_summary,
     select_attempts,
 )
-from swizzleperf.llm.prompts import FILES, PromptSet
+from swizzleperf.proposers.llm.templates import FILES, PromptSet
 from swizzleperf.proposers.base import AttemptView
-from swizzleperf.report import BottleneckReport, DomainStats
+from swizzleperf.records.report import BottleneckReport, DomainStats
 
 HOOK = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))
 
@@ -60,7 +60,7 @@ def test_aware_context_states_the_spec_dispatch_and_per_die_profile(prompts):
 def test_the_model_sees_the_bounds_grouping_to_imitate_where_the_remap_misses_it(prompts):
     import numpy as np
 
-    from swizzleperf.grouping import partition_sentence
+    from swizzleperf.remaps.placement import partition_sentence
 
     report = mi300x_report()
     misses = report.accesses - report.hits

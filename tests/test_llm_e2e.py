@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import LLMError
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
-from swizzleperf.llm.scripted import Failure, Reply, ScriptedServer, chat_reply, word_count
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.proposers.llm.scripted import Failure, Reply, ScriptedServer, chat_reply, word_count
 from swizzleperf.proposers.base import LLMUsage, ProposalContext
-from swizzleperf.proposers.llm import make_llm_proposer
-from swizzleperf.report import BottleneckReport
+from swizzleperf.proposers.llm.proposer import make_llm_proposer
+from swizzleperf.records.report import BottleneckReport
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 2  # --llm-timeout of the scripted runs; a reply delayed past it never arrives

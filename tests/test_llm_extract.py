@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.kernel import HookSignature
-from swizzleperf.llm.extract import code_blocks, extract_hook, split_fields
-from swizzleperf.remap import static_check
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.proposers.llm.extract import code_blocks, extract_hook, split_fields
+from swizzleperf.remaps.check import static_check
 
 HOOK = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))
 HOOK_2D = HookSignature(name="swizzle", pid="pid", grid_params=("num_pid_m", "num_pid_n"), constexprs=("NUM_XCDS",))

@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import LLMError
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
-from swizzleperf.llm.scripted import Failure, ScriptedServer, chat_reply, word_count
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.proposers.llm.scripted import Failure, ScriptedServer, chat_reply, word_count
 from swizzleperf.proposers.base import AttemptView, LLMUsage, ProposalContext
-from swizzleperf.proposers.llm import LLMProposer, family_name, make_llm_proposer
-from swizzleperf.remap import normalise, static_check
-from swizzleperf.report import BottleneckReport, DomainStats
+from swizzleperf.proposers.llm.proposer import LLMProposer, family_name, make_llm_proposer
+from swizzleperf.remaps.check import normalise, static_check
+from swizzleperf.records.report import BottleneckReport, DomainStats
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
@@ -200,7 +200,7 @@ def test_family_names_come_from_the_approach_sentence():
 def test_the_proposer_can_wrap_any_client(kernel):
     from dspy.utils.dummies import DummyLM
 
-    from swizzleperf.llm.client import ModelClient
+    from swizzleperf.proposers.llm.client import ModelClient
 
     lm = DummyLM([{"access_pattern": "rows", "sharing": "chunks of a row"},
                   {"reasoning": "r", "critique": {}, "approach": "", "why_better": "", "code": ROW_REMAP}])

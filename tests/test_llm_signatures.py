@@ -3,10 +3,10 @@
 import dspy
 from dspy.utils.dummies import DummyLM
 
-from swizzleperf.llm.client import ModelClient
-from swizzleperf.llm.scripted import chat_reply
+from swizzleperf.proposers.llm.client import ModelClient
+from swizzleperf.proposers.llm.scripted import chat_reply
 from swizzleperf.proposers.base import LLMUsage
-from swizzleperf.proposers.signatures import MemoryAnalysis, ProposeSwizzle
+from swizzleperf.proposers.llm.signatures import MemoryAnalysis, ProposeSwizzle
 
 PROPOSE_INPUTS = dict(original_code="kernel", bottleneck_report="L2 hit 40%", memory_analysis="rows are shared",
                       history="iteration 1 ...", hardware="8 XCDs", goal="raise the hit rate", rules="a bijection")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf import occupancy
+from swizzleperf.hardware import occupancy
 from swizzleperf.errors import SandboxError
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 

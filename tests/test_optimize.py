@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from swizzleperf.evaluate import CandidateEvaluator
-from swizzleperf.families import FAMILIES
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
-from swizzleperf.optimize import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.remaps.families import FAMILIES
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
-from swizzleperf.session import OptimizeRequest, run_optimize
+from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import ContractError
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_the_contract_reads_the_loop_order_hook_and_refuses_a_wrong_shape(tmp_pa
 
 
 def test_check_refuses_a_kernel_whose_loop_order_skips_blocks(tmp_path, monkeypatch, capsys):
-    from swizzleperf.cli import main
+    from swizzleperf.cli.main import main
 
     broken = tmp_path / "attention_persistent.py"
     text = KERNEL.read_text()
@@ -109,7 +109,7 @@ def test_a_remap_that_deals_the_long_causal_tiles_to_one_program_ranks_after_the
     a higher hit rate, if any, does not make up for a schedule that ends with its busiest program."""
     from datetime import datetime, timezone
 
-    from swizzleperf.history import Attempt, History, StageResult, measurably_slower, slower_reason
+    from swizzleperf.loop.history import Attempt, History, StageResult, measurably_slower, slower_reason
 
     path = tmp_path / "attention_persistent.py"
     path.write_text(KERNEL.read_text().replace("SIZES = {", 'SIZES = {\n    "causal_2x512": {"batch": 1, "heads": 2, '

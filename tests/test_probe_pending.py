@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.hardware import PRESETS
+from swizzleperf.hardware.spec import PRESETS
 from swizzleperf.sim.engine import DRAM_FETCHES, PROMOTED_MISSES, READ_HITS, READ_LOOKUPS, simulate
-from swizzleperf.sim.trace import Trace
+from swizzleperf.sim.trace.record import Trace
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "tests" / "fixtures" / "probes" / "probe-pending-h100.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.measured_layouts import sm_partition
+from swizzleperf.hardware.layouts.measured import sm_partition
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("probe_placement", ROOT / "benchmarks" / "probe_placement.py")
@@ -55,7 +55,7 @@ def test_the_scheduler_walks_its_sm_order_under_every_remap():
     """Recorded under each remap (all programs): where a slot runs does not depend on which program it runs.
     spmv's next program went 1-8 SMs further on in the first wave's SM order 72-74 % of the time (6 % at random):
     the scheduler gives programs out walking its SM order, so consecutive slots share an L2 side."""
-    from swizzleperf.measured_layouts import first_wave_sequence
+    from swizzleperf.hardware.layouts.measured import first_wave_sequence
 
     with gzip.open(ROOT / "tests" / "fixtures" / "probes" / "placement-remaps-h100.json.gz", "rt") as f:
         records = json.load(f)["kernels"]

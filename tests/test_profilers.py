@@ -21,13 +21,19 @@ import pytest
 import yaml
 
 from swizzleperf.errors import ProfilerError
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import HookSignature, KernelFile, load_kernel
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import HookSignature, KernelFile, load_kernel
 from swizzleperf.profilers import ncu, rocprof, select, timer
 from swizzleperf.profilers.runner import (
-    child_env, kernel_name_regex, launched_kernel_names, run_tool, runner_command, write_candidate)
+    child_env,
+    kernel_name_regex,
+    launched_kernel_names,
+    run_tool,
+    runner_command,
+    write_candidate,
+)
 from swizzleperf.profilers.timed import TimedProfiler
-from swizzleperf.report import Timing
+from swizzleperf.records.report import Timing
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -620,7 +626,7 @@ def test_time_kernel_on_the_gpu(softmax: KernelFile):
 @pytest.mark.gpu
 @pytest.mark.ncu
 def test_ncu_profile_on_the_gpu(softmax: KernelFile):
-    from swizzleperf.hardware import detect
+    from swizzleperf.hardware.spec import detect
 
     if not _gpu() or shutil.which("ncu") is None:
         pytest.skip("needs a CUDA GPU and ncu on PATH")
@@ -632,7 +638,7 @@ def test_ncu_profile_on_the_gpu(softmax: KernelFile):
 @pytest.mark.gpu
 @pytest.mark.rocprof
 def test_rocprof_profile_on_the_gpu(softmax: KernelFile):
-    from swizzleperf.hardware import detect
+    from swizzleperf.hardware.spec import detect
 
     if not _gpu() or shutil.which("rocprofv3") is None:
         pytest.skip("needs a ROCm GPU and rocprofv3 on PATH")

@@ -8,8 +8,8 @@ import pytest
 
 from swizzleperf.validation import proof_status
 from swizzleperf.validation.bijectivity import check_bijective
-from swizzleperf.kernel import HookSignature
-from swizzleperf.proofs import Counterexample, ProofVerdict
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.validation.proofs.entry import Counterexample, ProofVerdict
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 IDENTITY = "@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return pid\n"

@@ -1,4 +1,4 @@
-"""The bijectivity prover (swizzleperf.proofs): backdoors, Triton's semantics, unknowns, the API.
+"""The bijectivity prover (swizzleperf.validation.proofs.entry): backdoors, Triton's semantics, unknowns, the API.
 
 Every counterexample is checked against a hand-written Python copy of the hook with C-style
 division and int32 wrap-around, not against the prover's own evaluator.
@@ -16,12 +16,12 @@ import pytest
 pytest.importorskip("z3")
 
 from swizzleperf.validation.bijectivity import bijectivity_grids  # noqa: E402
-from swizzleperf.families import FAMILIES  # noqa: E402
-from swizzleperf.kernel import HookSignature  # noqa: E402
-from swizzleperf.proofs import ProofVerdict, prove_bijective  # noqa: E402
-from swizzleperf.proofs.concrete import evaluate_program  # noqa: E402
-from swizzleperf.remap import static_check  # noqa: E402
-from swizzleperf.remap_eval import evaluate  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
+from swizzleperf.kernel.contract import HookSignature  # noqa: E402
+from swizzleperf.validation.proofs.entry import ProofVerdict, prove_bijective  # noqa: E402
+from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
+from swizzleperf.remaps.evaluate.evaluator import evaluate  # noqa: E402
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 H2 = HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",))
@@ -355,8 +355,8 @@ def test_the_prover_runs_in_a_child_and_its_verdict_survives_json():
 def test_a_stage_asked_in_one_short_run_is_not_asked_that_run_again():
     """Prover.stage's exact query after an undecided short run skips STRATEGIES' first run: the same solver with
     the same hints and no more work than the short run had, so it would be undecided again."""
-    from swizzleperf.proofs.solve import EXACT_FIRST_WEIGHT
-    from swizzleperf.proofs.solver import ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, STRATEGIES
+    from swizzleperf.validation.proofs.queries import EXACT_FIRST_WEIGHT
+    from swizzleperf.validation.proofs.z3_call import ABSTRACTION_STRATEGIES, AFTER_SHORT_RUN, STRATEGIES
 
     assert EXACT_FIRST_WEIGHT == STRATEGIES[0][0]
     assert ABSTRACTION_STRATEGIES[0][1:] == STRATEGIES[0][1:]

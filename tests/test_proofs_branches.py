@@ -1,4 +1,4 @@
-"""Proof by cases at a top-level `if pid < bound` (swizzleperf.proofs.branches): the head-first orders
+"""Proof by cases at a top-level `if pid < bound` (swizzleperf.validation.proofs.branches): the head-first orders
 it proves, and the near misses it must never prove (a model is re-evaluated on the whole hook, and a
 program mapped across the bound only sends the proof back to the whole hook)."""
 
@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.families import FAMILIES  # noqa: E402
-from swizzleperf.kernel import HookSignature  # noqa: E402
-from swizzleperf.proofs import prove_bijective  # noqa: E402
-from swizzleperf.proofs.branches import split_points  # noqa: E402
-from swizzleperf.proofs.concrete import evaluate_program  # noqa: E402
-from swizzleperf.remap import static_check  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
+from swizzleperf.kernel.contract import HookSignature  # noqa: E402
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
+from swizzleperf.validation.proofs.branches import split_points  # noqa: E402
+from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 H3 = HookSignature("swizzle", "pid", ("num_q_blocks", "batch_size", "num_heads"), ("NUM_XCDS",))
@@ -141,7 +141,7 @@ def test_leanings_carried_over_die_counts_prove_the_order_and_refute_its_near_mi
 def test_the_sides_of_a_proof_by_cases_share_one_abstraction_cache(monkeypatch):
     """prove_by_cases hands the first side's ProductAbstraction to the second (one domain, one z3 context): its
     terms and axioms are built once, and each query still gets what a fresh cache gives it alone."""
-    from swizzleperf.proofs import branches, products
+    from swizzleperf.validation.proofs import branches, products
 
     prove, abstract, caches, fresh = branches.SideProver.prove, products.ProductAbstraction.abstract, [], []
 
@@ -167,7 +167,7 @@ def test_the_sides_of_a_proof_by_cases_share_one_abstraction_cache(monkeypatch):
 def test_a_stage_before_the_split_is_asked_once_for_both_sides(monkeypatch):
     """SideProver.stage asks a stage before the `if` (the order's `rounds_end`, statement 0) without the side's
     condition: one query for both sides (the second finds it proven); each side's own stages keep it."""
-    from swizzleperf.proofs import solve
+    from swizzleperf.validation.proofs import queries as solve
 
     stage, asked = solve.Prover.stage, []
 

@@ -1,4 +1,4 @@
-"""Inverse certificates (swizzleperf.proofs.certificates, swizzleperf.proofs.inverses): the family inverses
+"""Inverse certificates (swizzleperf.validation.proofs.certificates, swizzleperf.remaps.inverses): the family inverses
 undo their families, a certificate proves only what is true, and a wrong or foreign one changes
 no verdict (it only costs its budget)."""
 
@@ -10,18 +10,18 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.families import FamilyInstance  # noqa: E402
-from swizzleperf.hardware import PRESETS  # noqa: E402
-from swizzleperf.proofs.inverses import inverse_signature, render_inverse  # noqa: E402
-from swizzleperf.kernel import HookSignature  # noqa: E402
-from swizzleperf.proofs import concrete  # noqa: E402
-from swizzleperf.proofs.backends import ConcreteBackend  # noqa: E402
-from swizzleperf.proofs.certificates import certificate, certificates_for  # noqa: E402
-from swizzleperf.proofs.prove import prove_checked  # noqa: E402
-from swizzleperf.proofs.symexec import Executor  # noqa: E402
-from swizzleperf.proofs.verdict import INT32_MAX  # noqa: E402
+from swizzleperf.remaps.families import FamilyInstance  # noqa: E402
+from swizzleperf.hardware.spec import PRESETS  # noqa: E402
+from swizzleperf.remaps.inverses import inverse_signature, render_inverse  # noqa: E402
+from swizzleperf.kernel.contract import HookSignature  # noqa: E402
+from swizzleperf.validation.proofs import concrete  # noqa: E402
+from swizzleperf.validation.proofs.backends import ConcreteBackend  # noqa: E402
+from swizzleperf.validation.proofs.certificates import certificate, certificates_for  # noqa: E402
+from swizzleperf.validation.proofs.hook import prove_checked  # noqa: E402
+from swizzleperf.validation.proofs.symexec import Executor  # noqa: E402
+from swizzleperf.validation.proofs.verdict import INT32_MAX  # noqa: E402
 from swizzleperf.proposers.search import candidate_space  # noqa: E402
-from swizzleperf.remap import static_check  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
 
 HOOKS = (HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",)),
          HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",)),

@@ -4,8 +4,8 @@ import pytest
 
 z3 = pytest.importorskip("z3")
 
-from swizzleperf.proofs import direct  # noqa: E402
-from swizzleperf.proofs.products import gap_axiom, sign_axioms, small_axiom  # noqa: E402
+from swizzleperf.validation.proofs import direct  # noqa: E402
+from swizzleperf.validation.proofs.products import gap_axiom, sign_axioms, small_axiom  # noqa: E402
 
 
 def _terms():

@@ -1,13 +1,13 @@
 """A deterministic sample of the remaps the offline search proposes, and every suite kernel's
-identity hook, through the bijectivity prover (swizzleperf.proofs) on the whole int32 range.
+identity hook, through the bijectivity prover (swizzleperf.validation.proofs.entry) on the whole int32 range.
 
 The full family proof (every instance, every die count, with times) is
 benchmarks/bench_proofs.py; here, within the CI time budget, one instance per family (its
 default on the 8-die preset) with NUM_XCDS=8, and XCD-contiguous with every die count 1..16.
-The GROUP_M rasters are proven through the linear abstraction (swizzleperf.proofs.linear), and an
-XCD order under a raster in two halves (swizzleperf.proofs.compose), a block-first attention order split
-at the q block and the position in it (swizzleperf.proofs.split), a cluster-round order by cases at its
-last full round (swizzleperf.proofs.branches). The families whose proofs do not yet fit in a few seconds
+The GROUP_M rasters are proven through the linear abstraction (swizzleperf.validation.proofs.linear), and an
+XCD order under a raster in two halves (swizzleperf.validation.proofs.compose), a block-first attention order split
+at the q block and the position in it (swizzleperf.validation.proofs.split), a cluster-round order by cases at its
+last full round (swizzleperf.validation.proofs.branches). The families whose proofs do not yet fit in a few seconds
 (UNDECIDED_IN_CI; see the benchmark) must still never be refuted: their verdict is proven or
 a timeout, never a counterexample (budgets are counted work: the same verdicts on a loaded machine).
 """
@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.hardware import PRESETS  # noqa: E402
-from swizzleperf.kernel import HookSignature, parse_hook  # noqa: E402
-from swizzleperf.proofs import prove_bijective  # noqa: E402
+from swizzleperf.hardware.spec import PRESETS  # noqa: E402
+from swizzleperf.kernel.contract import HookSignature, parse_hook  # noqa: E402
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
 from swizzleperf.proposers.search import candidate_space  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

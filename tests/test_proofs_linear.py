@@ -1,4 +1,4 @@
-"""The linear abstraction (swizzleperf.proofs.linear): sound, and broken rasters are still refuted.
+"""The linear abstraction (swizzleperf.validation.proofs.linear): sound, and broken rasters are still refuted.
 
 The abstraction only ever proves; a model of it is never a counterexample. So (1) every true
 model of a hook's formulas must remain a model of its abstraction (else "unsat" would not mean
@@ -16,15 +16,15 @@ import pytest
 
 z3 = pytest.importorskip("z3")
 
-from swizzleperf.families import FAMILIES  # noqa: E402
-from swizzleperf.kernel import HookSignature  # noqa: E402
-from swizzleperf.proofs import prove_bijective  # noqa: E402
-from swizzleperf.proofs.concrete import evaluate_program  # noqa: E402
-from swizzleperf.proofs.encoding import Domain  # noqa: E402
-from swizzleperf.proofs.linear import linearize  # noqa: E402
-from swizzleperf.proofs.solve import Prover  # noqa: E402
-from swizzleperf.proofs.solver import Budget  # noqa: E402
-from swizzleperf.remap import static_check  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
+from swizzleperf.kernel.contract import HookSignature  # noqa: E402
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
+from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
+from swizzleperf.validation.proofs.encoding import Domain  # noqa: E402
+from swizzleperf.validation.proofs.linear import linearize  # noqa: E402
+from swizzleperf.validation.proofs.queries import Prover  # noqa: E402
+from swizzleperf.validation.proofs.z3_call import Budget  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
 
 H2 = HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",))
 

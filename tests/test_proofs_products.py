@@ -1,4 +1,4 @@
-"""The product abstraction's cache (swizzleperf.proofs.products.ProductAbstraction): one per Prover, reused
+"""The product abstraction's cache (swizzleperf.validation.proofs.products.ProductAbstraction): one per Prover, reused
 by all its queries. A cached abstraction must be the abstraction of that query's formulas alone, never
 carry another query's products, divisions or axioms, and a non-bijection must still be refuted after a
 bijection of the same shape was proven."""
@@ -11,15 +11,15 @@ import pytest
 
 z3 = pytest.importorskip("z3")
 
-from swizzleperf.families import FAMILIES  # noqa: E402
-from swizzleperf.kernel import HookSignature  # noqa: E402
-from swizzleperf.proofs import prove_bijective  # noqa: E402
-from swizzleperf.proofs import products  # noqa: E402
-from swizzleperf.proofs.concrete import evaluate_program  # noqa: E402
-from swizzleperf.proofs.encoding import Domain  # noqa: E402
-from swizzleperf.proofs.solve import Prover  # noqa: E402
-from swizzleperf.proofs.solver import Budget  # noqa: E402
-from swizzleperf.remap import static_check  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
+from swizzleperf.kernel.contract import HookSignature  # noqa: E402
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
+from swizzleperf.validation.proofs import products  # noqa: E402
+from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
+from swizzleperf.validation.proofs.encoding import Domain  # noqa: E402
+from swizzleperf.validation.proofs.queries import Prover  # noqa: E402
+from swizzleperf.validation.proofs.z3_call import Budget  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 H3 = HookSignature("swizzle", "pid", ("num_q_blocks", "batch_size", "num_heads"), ("NUM_XCDS",))
@@ -92,7 +92,7 @@ def test_a_near_miss_is_refuted_after_the_bijection_of_its_shape_is_proven():
 
 
 def test_the_cached_division_facts_are_the_fresh_ones():
-    from swizzleperf.proofs.facts import nested_division_facts
+    from swizzleperf.validation.proofs.facts import nested_division_facts
 
     source = FAMILIES["swizzled_head_first"](H3, group=2)
     fn = static_check(source, H3)

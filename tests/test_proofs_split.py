@@ -1,5 +1,5 @@
-"""Splitting a hook at two values (swizzleperf.proofs.split) and the product theorems of the linear
-abstraction (swizzleperf.proofs.products): what they prove, and near misses they must never prove."""
+"""Splitting a hook at two values (swizzleperf.validation.proofs.split) and the product theorems of the linear
+abstraction (swizzleperf.validation.proofs.products): what they prove, and near misses they must never prove."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import pytest
 
 z3 = pytest.importorskip("z3")
 
-from swizzleperf.families import FAMILIES  # noqa: E402
-from swizzleperf.kernel import HookSignature  # noqa: E402
-from swizzleperf.proofs import prove_bijective  # noqa: E402
-from swizzleperf.proofs.concrete import evaluate_program  # noqa: E402
-from swizzleperf.proofs.encoding import Domain  # noqa: E402
-from swizzleperf.proofs.products import linearize_products  # noqa: E402
-from swizzleperf.proofs.solve import Prover  # noqa: E402
-from swizzleperf.proofs.solver import Budget  # noqa: E402
-from swizzleperf.proofs.split import split  # noqa: E402
-from swizzleperf.remap import static_check  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
+from swizzleperf.kernel.contract import HookSignature  # noqa: E402
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
+from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
+from swizzleperf.validation.proofs.encoding import Domain  # noqa: E402
+from swizzleperf.validation.proofs.products import linearize_products  # noqa: E402
+from swizzleperf.validation.proofs.queries import Prover  # noqa: E402
+from swizzleperf.validation.proofs.z3_call import Budget  # noqa: E402
+from swizzleperf.validation.proofs.split import split  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 H3 = HookSignature("swizzle", "pid", ("num_q_blocks", "batch_size", "num_heads"), ("NUM_XCDS",))

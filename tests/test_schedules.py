@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.evaluate import CandidateEvaluator
-from swizzleperf.families import FamilyInstance
-from swizzleperf.hardware import PRESETS, Dispatch, HardwareSpec
-from swizzleperf.kernel import load_kernel
-from swizzleperf.llm.extract import extract_hook
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.remaps.families import FamilyInstance
+from swizzleperf.hardware.spec import PRESETS, Dispatch, HardwareSpec
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.proposers.llm.extract import extract_hook
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.base import Proposal
 from swizzleperf.proposers.search import candidate_space, render
-from swizzleperf.schedules import candidate
-from swizzleperf.schedules.loop_order import sawtooth
+from swizzleperf.kernel import candidate
+from swizzleperf.validation.loop_order import sawtooth
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = load_kernel(ROOT / "kernels" / "attention_persistent.py")
@@ -122,7 +122,7 @@ def test_a_loop_order_candidate_is_captured_with_its_order_and_the_sawtooth_keep
 
 
 def test_optimize_finds_the_sawtooth_where_a_scan_outgrows_the_cache_and_writes_both_hooks(scans, tmp_path, monkeypatch):
-    from swizzleperf.cli import main
+    from swizzleperf.cli.main import main
 
     kernel, profiler, _, _ = scans
     spec = tmp_path / "small-l2.json"

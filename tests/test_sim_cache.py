@@ -5,7 +5,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from swizzleperf.sim.cache import CacheGeometry, access_range, set_indices, set_of, simulate_stream
+from swizzleperf.sim.cache_model import CacheGeometry, access_range, set_indices, set_of, simulate_stream
 
 
 # --- the oracle: written from the definitions, sharing nothing with the numba code -------------

@@ -9,8 +9,8 @@ import pytest
 from test_sim_cache import oracle_set
 
 from swizzleperf.errors import HardwareSpecError, RemapRejected, TraceCaptureError
-from swizzleperf.hardware import PRESETS, HardwareSpec
-from swizzleperf.sim.dispatch import domain_queues, placement, slot_domains, slot_start_ranks
+from swizzleperf.hardware.spec import PRESETS, HardwareSpec
+from swizzleperf.hardware.dispatch import domain_queues, placement, slot_domains, slot_start_ranks
 from swizzleperf.sim.engine import DRAM_FETCHES, L1_HITS, PROMOTED_MISSES, WRITE_LOOKUPS, prepare, simulate
 
 LINE = 128
@@ -19,7 +19,7 @@ LINE = 128
 # --- test traces ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LocalTrace:
-    """The fields of swizzleperf.sim.trace.Trace; the engine takes any object that has them."""
+    """The fields of swizzleperf.sim.trace.record.Trace; the engine takes any object that has them."""
 
     lines: np.ndarray
     is_store: np.ndarray
@@ -300,8 +300,16 @@ def oracle_counts(programs, program_for_slot, hw, stores=frozenset(), masks=None
 
 
 def engine_counts(result):
-    from swizzleperf.sim.engine import (DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, PROMOTED_MISSES, READ_HITS,
-                                        READ_LOOKUPS, WRITE_LOOKUPS)
+    from swizzleperf.sim.engine import (
+        DRAM_FETCHES,
+        FIRST_FETCHES,
+        L1_HITS,
+        L1_LOOKUPS,
+        PROMOTED_MISSES,
+        READ_HITS,
+        READ_LOOKUPS,
+        WRITE_LOOKUPS,
+    )
     order = (READ_LOOKUPS, READ_HITS, FIRST_FETCHES, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, DRAM_FETCHES, PROMOTED_MISSES)
     return [tuple(int(c[i]) for i in order) for c in result.counts]
 

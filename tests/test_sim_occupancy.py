@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 
 ROOT = Path(__file__).resolve().parents[1]

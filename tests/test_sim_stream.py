@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from test_sim_engine import CONFIGS, engine_counts, make_spec, make_trace, random_programs
 
-from swizzleperf.hardware import PRESETS
+from swizzleperf.hardware.spec import PRESETS
 from swizzleperf.sim import chunks
 from swizzleperf.sim.engine import prepare, simulate
-from swizzleperf.sim.stored import StoredTrace, write_trace
-from swizzleperf.sim.trace import Trace
+from swizzleperf.sim.trace.stored import StoredTrace, write_trace
+from swizzleperf.sim.trace.record import Trace
 
 
 def as_trace(local) -> Trace:

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from swizzleperf.validation.correctness import check_correctness
-from swizzleperf.kernel import load_kernel
-from swizzleperf.sim.capture import cached_trace_path, capture_trace
-from swizzleperf.sim.trace import TraceMeta
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.sim.capture.capture import cached_trace_path, capture_trace
+from swizzleperf.sim.trace.record import TraceMeta
 
 from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_ROW_MAJOR_2D
 from test_suite_kernels import MAX_CHECK_PROGRAMS, ROOT, naive_logical

@@ -23,7 +23,7 @@ import torch
 import triton
 
 from swizzleperf.validation.correctness import CorrectnessReport
-from swizzleperf.kernel import KernelFile, load_kernel
+from swizzleperf.kernel.contract import KernelFile, load_kernel
 
 from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_ROW_MAJOR_2D
 
@@ -50,8 +50,8 @@ def naive_logical(num_pids: int) -> np.ndarray:
 _CHILD = """
 import json, sys, traceback
 from swizzleperf.validation.correctness import CorrectnessReport, run_cases
-from swizzleperf.kernel import load_kernel
-from swizzleperf.sim.capture import record_trace
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.sim.capture.capture import record_trace
 jobs = json.load(open(sys.argv[1]))
 results = {}
 for job in jobs["correctness"]:

@@ -6,13 +6,22 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import ContractError
-from swizzleperf.families import FAMILIES
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import load_kernel
+from swizzleperf.remaps.families import FAMILIES
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
-from swizzleperf.sweep import (
-    MAPPINGS, Shape, SweepGrid, SweepReport, check_sweepable, kernel_with_size, line_accesses, run_sweep, sweep_shape)
-from swizzleperf.sweep.output import write_outputs
+from swizzleperf.workflows.sweep.shapes import (
+    MAPPINGS,
+    Shape,
+    SweepGrid,
+    SweepReport,
+    check_sweepable,
+    kernel_with_size,
+    line_accesses,
+    run_sweep,
+    sweep_shape,
+)
+from swizzleperf.workflows.sweep.output import write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "kernels" / "attention.py"
@@ -144,7 +153,7 @@ def test_like_takes_the_other_parameters_from_a_named_size(tmp_path, monkeypatch
 def test_a_kernel_with_a_loop_order_hook_is_swept_with_and_without_the_sawtooth(tmp_path, monkeypatch):
     """One head of 1024 tokens, 2 programs of 4 tiles each, K/V of 64 KB behind a 32 KB L2: with every
     mapping, the sawtooth finds blocks its previous scan left in the L2 and the cyclic order does not."""
-    from swizzleperf.hardware import Dispatch, HardwareSpec
+    from swizzleperf.hardware.spec import Dispatch, HardwareSpec
 
     monkeypatch.setenv("SWIZZLEPERF_CACHE", str(tmp_path / "cache"))
     persistent = load_kernel(ROOT / "kernels" / "attention_persistent.py")

@@ -5,8 +5,8 @@ import os
 
 from typer.testing import CliRunner
 
-from swizzleperf.cli import app
-from swizzleperf.sim import trace_cache
+from swizzleperf.cli.main import app
+from swizzleperf.sim.trace import cache as trace_cache
 
 
 def fake_trace(root, name: str, size: int, used: float, kernel: str = "k"):
@@ -53,9 +53,9 @@ def test_a_trace_cached_before_compact_traces_is_converted_not_captured_again(tm
     import numpy as np
     import pytest
 
-    from swizzleperf.kernel import load_kernel
-    from swizzleperf.sim import capture
-    from swizzleperf.sim.trace import Trace, TraceMeta
+    from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.sim.capture import capture
+    from swizzleperf.sim.trace.record import Trace, TraceMeta
 
     kernel = load_kernel(capture.Path(__file__).resolve().parents[1] / "kernels" / "softmax.py")
     path = capture.cached_trace_path(kernel, "tiny", 128, tmp_path)

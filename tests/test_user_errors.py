@@ -1,8 +1,8 @@
-"""swizzleperf/user_errors.py: lines of a run copy mapped to the user's file, hints, commands."""
+"""swizzleperf/kernel/user_errors.py: lines of a run copy mapped to the user's file, hints, commands."""
 
 from pathlib import Path
 
-from swizzleperf.user_errors import FileMap, check_command, hint
+from swizzleperf.kernel.user_errors import FileMap, check_command, hint
 
 
 def test_lines_of_a_copy_with_a_longer_hook_map_back_to_the_users_file():

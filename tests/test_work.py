@@ -1,4 +1,4 @@
-"""Counted work (swizzleperf.validation.work): evaluation is bounded by a count computed before anything
+"""Counted work (swizzleperf.remaps.work): evaluation is bounded by a count computed before anything
 runs, so a verdict does not depend on the machine's load (issue 13, item 6)."""
 
 from __future__ import annotations
@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.validation import correctness, work
+from swizzleperf.validation import correctness
+from swizzleperf.remaps import work
 from swizzleperf.validation.bijectivity import bijectivity_grids
-from swizzleperf.evaluate import CandidateEvaluator
-from swizzleperf.hardware import PRESETS
-from swizzleperf.kernel import HookSignature, load_kernel
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.kernel.contract import HookSignature, load_kernel
 from swizzleperf.proposers.base import Proposal
 from swizzleperf.proposers.search import candidate_space
-from swizzleperf.remap import static_check
+from swizzleperf.remaps.check import static_check
 
 ROOT = Path(__file__).resolve().parents[1]
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
@@ -112,7 +113,7 @@ def test_a_loop_order_hook_is_counted_per_call_before_the_interpreter_runs_it(mo
 
 
 def test_the_sawtooth_is_far_below_the_loop_order_budget():
-    from swizzleperf.schedules.loop_order import bind_local_tile, sawtooth
+    from swizzleperf.validation.loop_order import bind_local_tile, sawtooth
 
     kernel = load_kernel(ROOT / "kernels/attention_persistent.py")
     fn = static_check(bind_local_tile(sawtooth(kernel.loop_order), kernel.loop_order, 0), kernel.loop_order.over_steps())

@@ -21,8 +21,8 @@ mkdir -p "$OUT"
 "$python" - "$OUT" <<'PY'
 import sys
 from pathlib import Path
-from swizzleperf.families import FamilyInstance
-from swizzleperf.kernel import load_kernel
+from swizzleperf.remaps.families import FamilyInstance
+from swizzleperf.kernel.contract import load_kernel
 k = load_kernel("kernels/attention_persistent.py")
 for name, inst in {"sawtooth": FamilyInstance("identity", (), "sawtooth"),
                    "head_first": FamilyInstance("head_first"),

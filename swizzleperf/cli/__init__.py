@@ -1,6 +1,1 @@
-"""The `swizzleperf` command line (see app.py); importing it registers every command."""
-
-from swizzleperf.cli import kernel_commands, store_commands
-from swizzleperf.cli.app import _remap_from_file, app, console, main
-
-__all__ = ["_remap_from_file", "app", "console", "kernel_commands", "main", "store_commands"]
+"""The `swizzleperf` command line: typer and rich only (main.py registers every command)."""

@@ -20,11 +20,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from swizzleperf import __version__, source_text
-from swizzleperf.validation import untrusted
+from swizzleperf import __version__
+from swizzleperf.untrusted import source_text
+from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
-from swizzleperf.kernel import KernelFile
-from swizzleperf.schedules import candidate
+from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.kernel import candidate
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Find program-id remaps (swizzles) that raise the L2 hit rate of Triton kernels.")
@@ -99,12 +100,12 @@ def _defined(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
 
 
 def _progress():
-    from swizzleperf.render import progress_bar
+    from swizzleperf.cli.render import progress_bar
     return progress_bar(console)
 
 
 def _capture_progress(progress):
-    from swizzleperf.render import capture_progress
+    from swizzleperf.cli.render import capture_progress
     return capture_progress(progress)
 
 
@@ -112,7 +113,7 @@ def _capture_progress(progress):
 def _executor(workers: int | None, ray: str | None):
     """The executor --workers/--ray ask for (by default a process pool on a machine with several cores),
     stopped when the command ends."""
-    from swizzleperf.executors import make_executor
+    from swizzleperf.loop.executors import make_executor
     executor = make_executor(workers, ray)
     try:
         yield executor
@@ -125,7 +126,7 @@ def _executor(workers: int | None, ray: str | None):
 def main() -> None:
     _state["debug"] = _debug_from_env()
     try:
-        app()  # typer turns Ctrl-C into exit status 130 (optimize says more: swizzleperf.session)
+        app()  # typer turns Ctrl-C into exit status 130 (optimize says more: swizzleperf.loop.assemble)
     except SwizzlePerfError as exc:
         if _state["debug"]:
             raise

@@ -9,12 +9,26 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from swizzleperf import hardware
-from swizzleperf.cli.app import (BatchOpt, HardwareOpt, KernelArg, ProfilerOpt, ProposerOpt, RayOpt, RunsDirOpt,
-                                 WorkersOpt, _capture_progress, _executor, _progress, _remap_from_file, app, console)
+from swizzleperf.hardware import spec as hardware
+from swizzleperf.cli.app import (
+    BatchOpt,
+    HardwareOpt,
+    KernelArg,
+    ProfilerOpt,
+    ProposerOpt,
+    RayOpt,
+    RunsDirOpt,
+    WorkersOpt,
+    _capture_progress,
+    _executor,
+    _progress,
+    _remap_from_file,
+    app,
+    console,
+)
 from swizzleperf.errors import ContractError, RemapRejected
-from swizzleperf.kernel import KernelFile, find_kernel, load_kernel
-from swizzleperf.report import ceiling_text
+from swizzleperf.kernel.contract import KernelFile, find_kernel, load_kernel
+from swizzleperf.records.report import ceiling_text
 
 
 # --- hw --------------------------------------------------------------------------------------
@@ -23,7 +37,7 @@ from swizzleperf.report import ceiling_text
 def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec in full (preset or file)"),
        as_json: bool = typer.Option(False, "--json", help="print JSON (a valid spec file)")) -> None:
     """List hardware presets and the detected local GPU."""
-    from swizzleperf.render import spec_table
+    from swizzleperf.cli.render import spec_table
     if show is not None:
         spec, why = hardware.resolve(show)
         if as_json:
@@ -61,7 +75,7 @@ def check(kernel_path: str = KernelArg,
     why); 2 it could not be checked (the kernel breaks the contract or its own code fails, a file
     cannot be read, or the checker itself failed).
     """
-    from swizzleperf.evaluate import CandidateEvaluator
+    from swizzleperf.loop.pipeline import CandidateEvaluator
     from swizzleperf.proposers.base import Proposal
 
     kernel = load_kernel(find_kernel(kernel_path))
@@ -111,7 +125,7 @@ def _print_check(attempt, kernel: KernelFile, spec: hardware.HardwareSpec, own_r
 
 def _check_own_loop_order(kernel: KernelFile, spec: hardware.HardwareSpec) -> bool:
     """The kernel's LOOP_ORDER_HOOK: a permutation of the steps for every trip count (one line)."""
-    from swizzleperf.schedules.loop_order import check_kernel_loop_order
+    from swizzleperf.validation.loop_order import check_kernel_loop_order
     try:
         report = check_kernel_loop_order(kernel.loop_order_source, kernel, spec.num_domains)
     except RemapRejected as exc:
@@ -137,7 +151,7 @@ def profile(kernel_path: str = KernelArg,
                                                        "(the hardware's is unpublished) to show the spread")) -> None:
     """Profile the kernel's own remap, and a candidate beside it with --remap."""
     from swizzleperf.profilers.select import select_profiler
-    from swizzleperf.render import report_table
+    from swizzleperf.cli.render import report_table
 
     kernel = load_kernel(find_kernel(kernel_path))
     size = size or kernel.default_size
@@ -202,9 +216,9 @@ def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: s
     """Static checks and bijectivity (of its loop order too) before a candidate is profiled (correctness:
     use `check`)."""
     from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
-    from swizzleperf.evaluate import hook_constants
-    from swizzleperf.remap import static_check
-    from swizzleperf.schedules.loop_order import check_kernel_loop_order, static_check_loop_order
+    from swizzleperf.loop.pipeline import hook_constants
+    from swizzleperf.remaps.check import static_check
+    from swizzleperf.validation.loop_order import check_kernel_loop_order, static_check_loop_order
     parts = kernel.parts(source)
     static_check(parts.remap, kernel.hook)
     grids = bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
@@ -221,10 +235,10 @@ def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: s
 
 
 def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None, path: Path) -> None:
-    from swizzleperf.evaluate import hook_constants
-    from swizzleperf.plots import plot_tile_map
+    from swizzleperf.loop.pipeline import hook_constants
+    from swizzleperf.loop.plots import plot_tile_map
     from swizzleperf.validation.bijectivity import logical_ids
-    from swizzleperf.sim.dispatch import slot_domains
+    from swizzleperf.hardware.dispatch import slot_domains
     grid, consts = kernel.grid(size), hook_constants(kernel, spec)
     panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts))]
     if remap is not None:
@@ -262,7 +276,7 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
              batch: int = BatchOpt,
              runs_dir: Path = RunsDirOpt) -> None:
     """Search for a remap that raises the kernel's L2 hit rate; writes a run directory."""
-    from swizzleperf.session import OptimizeRequest, run_optimize
+    from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
     request = OptimizeRequest(kernel_path=kernel_path, hardware=hw_name, profiler=profiler_name,
                               proposer=proposer_name, iterations=iterations, patience=patience, size=size,
                               seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, llm_timeout=llm_timeout,
@@ -274,7 +288,7 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
 
 
 def _library_for_warm_start(library: Path | None, disabled: bool) -> Path | None:
-    from swizzleperf.library import default_library_dir
+    from swizzleperf.remaps.library import default_library_dir
     if disabled:
         return None
     chosen = library or default_library_dir()
@@ -307,8 +321,8 @@ def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]
           batch: int = BatchOpt,
           runs_dir: Path = RunsDirOpt) -> None:
     """Optimize every kernel of a suite, then check each best remap at the kernel's other sizes."""
-    from swizzleperf.bench import BenchRequest, find_kernels, run_bench
-    from swizzleperf.session import resolve_proposer
+    from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels, run_bench
+    from swizzleperf.loop.assemble import resolve_proposer
     only = None if other_sizes is None else [name.strip() for name in other_sizes.split(",") if name.strip()]
     proposer, note = resolve_proposer(proposer_name, model)
     if note:
@@ -338,9 +352,9 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
           ray: Optional[str] = RayOpt) -> None:
     """Simulate the four attention mappings (block-first or head-first, naive or swizzled) over a grid of
     shapes: table and heatmaps."""
-    from swizzleperf.bench import find_kernels
-    from swizzleperf.sweep import SweepGrid
-    from swizzleperf.sweep.output import run_sweep_command
+    from swizzleperf.workflows.bench.suite import find_kernels
+    from swizzleperf.workflows.sweep.shapes import SweepGrid
+    from swizzleperf.workflows.sweep.output import run_sweep_command
     try:
         grid = SweepGrid.parse(heads=heads, seq=seq, batch=batch, kv_heads=kv_heads)
     except ValueError as exc:
@@ -361,5 +375,5 @@ def adopt_command(module: Path = typer.Argument(..., metavar="MODULE", help="a s
 
     Exit status: 0 the file is complete; 1 it was written with TODOs (each named); 2 nothing written.
     """
-    from swizzleperf.adopt.command import run_adopt
+    from swizzleperf.workflows.adopt.command import run_adopt
     raise typer.Exit(run_adopt(module, output, force, console))

@@ -9,12 +9,24 @@ import typer
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from swizzleperf import hardware
-from swizzleperf.cli.app import (HardwareOpt, KernelArg, LibraryOpt, ProfilerOpt, RunsDirOpt, _capture_progress,
-                                 _progress, app, cache_app, console, library_app, runs_app)
+from swizzleperf.hardware import spec as hardware
+from swizzleperf.cli.app import (
+    HardwareOpt,
+    KernelArg,
+    LibraryOpt,
+    ProfilerOpt,
+    RunsDirOpt,
+    _capture_progress,
+    _progress,
+    app,
+    cache_app,
+    console,
+    library_app,
+    runs_app,
+)
 from swizzleperf.errors import ContractError, SwizzlePerfError
-from swizzleperf.kernel import find_kernel, load_kernel
-from swizzleperf.report import ceiling_text
+from swizzleperf.kernel.contract import find_kernel, load_kernel
+from swizzleperf.records.report import ceiling_text
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -24,8 +36,8 @@ def runs_list(runs_dir: Path = RunsDirOpt) -> None:
     """One line per run: kernel, hardware, status, baseline -> best (ceiling)."""
     from rich.table import Table
 
-    from swizzleperf.render import print_unclipped
-    from swizzleperf.runs import RunDir, list_runs
+    from swizzleperf.cli.render import print_unclipped
+    from swizzleperf.loop.rundir import RunDir, list_runs
     table = Table(title=f"Runs in {runs_dir}", title_justify="left")
     for col in ("run", "kernel", "size", "hardware", "profiler", "proposer", "status", "baseline %", "best %", "ceiling %"):
         table.add_column(col)
@@ -44,9 +56,9 @@ def runs_list(runs_dir: Path = RunsDirOpt) -> None:
 @runs_app.command("show")
 def runs_show(run_ref: str = typer.Argument("latest", metavar="RUN"), runs_dir: Path = RunsDirOpt) -> None:
     """The run's settings and its attempts table."""
-    from swizzleperf.render import attempts_table
-    from swizzleperf.report import bounds_text
-    from swizzleperf.runs import RunDir, find_run
+    from swizzleperf.cli.render import attempts_table
+    from swizzleperf.records.report import bounds_text
+    from swizzleperf.loop.rundir import RunDir, find_run
     run = RunDir.open(find_run(run_ref, runs_dir))
     r = run.record
     console.print(f"[bold]{r.run_id}[/] {r.status} ({r.status_detail})\n  kernel {r.kernel.path} size {r.size}\n"
@@ -67,7 +79,7 @@ def runs_diff(run_ref: str = typer.Argument("latest", metavar="RUN"),
               runs_dir: Path = RunsDirOpt) -> None:
     """The unified diff of an attempt's kernel against the original."""
     from swizzleperf.errors import RunError
-    from swizzleperf.runs import RunDir, find_run
+    from swizzleperf.loop.rundir import RunDir, find_run
     history = RunDir.open(find_run(run_ref, runs_dir)).load_history()
     chosen = history.best() if attempt is None else next((a for a in history.attempts if a.iteration == attempt), None)
     if chosen is None:
@@ -85,8 +97,8 @@ def export(run_ref: str = typer.Argument(..., metavar="RUN"),
            force: bool = typer.Option(False, "--force", help="replace an entry of the same name"),
            runs_dir: Path = RunsDirOpt) -> None:
     """Store the best remap of a run in the swizzle library."""
-    from swizzleperf.library import Library, entry_from_run
-    from swizzleperf.runs import RunDir, find_run
+    from swizzleperf.remaps.library import Library, entry_from_run
+    from swizzleperf.loop.rundir import RunDir, find_run
     run = RunDir.open(find_run(run_ref, runs_dir))
     kernel_hook = load_kernel(run.record.kernel.path).hook if Path(run.record.kernel.path).exists() else None
     if kernel_hook is None:
@@ -103,7 +115,7 @@ def library_list(library: Optional[Path] = LibraryOpt) -> None:
     """The library's entries."""
     from rich.table import Table
 
-    from swizzleperf.library import Library
+    from swizzleperf.remaps.library import Library
     lib = Library(library)
     table = Table(title=f"Swizzle library {lib.root}", title_justify="left")
     for col in ("name", "shape", "family", "found on", "hardware", "L2 hit %", "baseline %", "ceiling %", "numbers"):
@@ -119,7 +131,7 @@ def library_list(library: Optional[Path] = LibraryOpt) -> None:
 @library_app.command("show")
 def library_show(name: str, library: Optional[Path] = LibraryOpt) -> None:
     """One entry: where it came from, its numbers, where it is proven, its code."""
-    from swizzleperf.library import Library
+    from swizzleperf.remaps.library import Library
     e = Library(library).get(name)
     console.print(f"[bold]{e.name}[/]: {escape(e.summary())}\n  run {e.run_id} iteration {e.iteration}; "
                   f"signature ({', '.join(e.params)}); proven bijective on "
@@ -140,8 +152,8 @@ def apply(name: str = typer.Argument(..., help="library entry"),
                                                                  "(default runs/applied/KERNEL-NAME.py)"),
           write: bool = typer.Option(False, "--write", help="write the remap into KERNEL itself")) -> None:
     """Put a library remap into a kernel's hook, validate and profile it, compare with the kernel's own."""
-    from swizzleperf.apply import apply_entry, write_patched
-    from swizzleperf.library import Library
+    from swizzleperf.workflows.apply import apply_entry, write_patched
+    from swizzleperf.remaps.library import Library
     from swizzleperf.profilers.select import select_profiler
 
     entry = Library(library).get(name)
@@ -186,7 +198,7 @@ def cache_default(ctx: typer.Context) -> None:
 @cache_app.command("info")
 def cache_info() -> None:
     """Where captured traces are kept: each with its size and last use, the total and the size bound."""
-    from swizzleperf.sim import trace_cache
+    from swizzleperf.sim.trace import cache as trace_cache
     for line in trace_cache.describe(trace_cache.default_cache_dir()):
         console.print(escape(line), highlight=False, soft_wrap=True)
 
@@ -194,6 +206,6 @@ def cache_info() -> None:
 @cache_app.command("clear")
 def cache_clear(kernel: Optional[str] = typer.Option(None, "--kernel", help="only this kernel's traces")) -> None:
     """Delete captured traces (they are captured again when needed)."""
-    from swizzleperf.sim import trace_cache
+    from swizzleperf.sim.trace import cache as trace_cache
     root = trace_cache.default_cache_dir()
     console.print(f"deleted {trace_cache.clear(root, kernel)} traces from {root}")

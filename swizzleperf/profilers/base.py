@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from swizzleperf.kernel import KernelFile
-from swizzleperf.report import BottleneckReport
+from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.records.report import BottleneckReport
 
 
 class Profiler(Protocol):

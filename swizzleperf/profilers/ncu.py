@@ -41,13 +41,20 @@ from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
 from swizzleperf.errors import ProfilerError
-from swizzleperf.hardware import HardwareSpec
-from swizzleperf.kernel import KernelFile
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.profilers.runner import (
-    child_env, expected_programs, find_tool, kernel_name_regex, launched_kernel_names, run_tool, runner_command,
-    write_candidate)
+    child_env,
+    expected_programs,
+    find_tool,
+    kernel_name_regex,
+    launched_kernel_names,
+    run_tool,
+    runner_command,
+    write_candidate,
+)
 from swizzleperf.profilers.timer import summarize_times
-from swizzleperf.report import BottleneckReport
+from swizzleperf.records.report import BottleneckReport
 
 HIT_RATE_PCT = "lts__t_sector_hit_rate.pct"
 SECTORS = "lts__t_sectors.sum"

@@ -40,13 +40,21 @@ from typing import Literal, Mapping
 import yaml
 
 from swizzleperf.errors import ProfilerError
-from swizzleperf.hardware import HardwareSpec
-from swizzleperf.kernel import KernelFile
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.profilers.runner import (
-    L2State, child_env, expected_programs, find_tool, kernel_name_regex, launched_kernel_names, run_tool, runner_command,
-    write_candidate)
+    L2State,
+    child_env,
+    expected_programs,
+    find_tool,
+    kernel_name_regex,
+    launched_kernel_names,
+    run_tool,
+    runner_command,
+    write_candidate,
+)
 from swizzleperf.profilers.timer import summarize_times
-from swizzleperf.report import BottleneckReport, DomainStats
+from swizzleperf.records.report import BottleneckReport, DomainStats
 
 HIT, MISS = "TCC_HIT_sum", "TCC_MISS_sum"
 OUTPUT_NAME = "swizzleperf"

@@ -43,7 +43,7 @@ from typing import Literal, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from swizzleperf.errors import ProfilerError
-from swizzleperf.kernel import KernelFile
+from swizzleperf.kernel.contract import KernelFile
 
 L2State = Literal["flushed", "warm"]
 
@@ -86,8 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     import torch
 
-    from swizzleperf.hardware import detect
-    from swizzleperf.kernel import load_kernel
+    from swizzleperf.hardware.spec import detect
+    from swizzleperf.kernel.contract import load_kernel
 
     if not torch.cuda.is_available():
         print("swizzleperf runner: torch sees no CUDA or ROCm GPU; the runner measures on a GPU, "

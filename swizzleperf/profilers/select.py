@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from swizzleperf.errors import ProfilerError
-from swizzleperf.hardware import HardwareSpec
+from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.profilers import ncu, rocprof
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.profilers.runner import find_tool

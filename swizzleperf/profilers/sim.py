@@ -19,23 +19,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from swizzleperf import occupancy, user_errors
+from swizzleperf.hardware import occupancy
+from swizzleperf.kernel import user_errors
 from swizzleperf.validation.bijectivity import logical_ids
 from swizzleperf.errors import TraceCaptureError
-from swizzleperf.evaluate import hook_constants
-from swizzleperf.grouping import partition_sentence
-from swizzleperf.hardware import HardwareSpec
-from swizzleperf.kernel import KernelFile
-from swizzleperf.report import BottleneckReport
-from swizzleperf.sim.capture import capture_trace
+from swizzleperf.loop.pipeline import hook_constants
+from swizzleperf.remaps.placement import partition_sentence
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.records.report import BottleneckReport
+from swizzleperf.sim.capture.capture import capture_trace
 from swizzleperf.sim.engine import prepare, simulate
 from swizzleperf.sim.settings import sim_memory_bytes
-from swizzleperf.sim.stored import StoredTrace
-from swizzleperf.sim.trace_cache import default_cache_dir
-from swizzleperf.sim.trace import Trace
+from swizzleperf.sim.trace.stored import StoredTrace
+from swizzleperf.sim.trace.cache import default_cache_dir
+from swizzleperf.sim.trace.record import Trace
 
 if TYPE_CHECKING:
-    from swizzleperf.bounds.achievable import Achievable
+    from swizzleperf.sim.bounds.achievable import Achievable
 
 
 ONE_L2_NOTE = "achievable = ceiling: one shared L2, so every assignment of programs shares it"
@@ -163,7 +164,7 @@ class SimProfiler:
         return report
 
     def kernel_hardware(self, kernel: KernelFile, size: str) -> tuple[HardwareSpec, str]:
-        """The hardware as this kernel runs on it (occupancy and L1: swizzleperf.occupancy), once per size.
+        """The hardware as this kernel runs on it (occupancy and L1: swizzleperf.hardware.occupancy), once per size.
         Occupancy decides which programs share the caches at once: FA2 at D = 128 fills an SM with one
         program, and simulated at the preset's 2 it would run two Q blocks side by side."""
         key = (kernel.sha256, size)
@@ -192,8 +193,8 @@ class SimProfiler:
                             ceiling_pct: float | None) -> tuple[float | None, str, Achievable | None]:
         if self.hw.num_domains == 1:
             return ceiling_pct, ONE_L2_NOTE, None
-        from swizzleperf.bounds.achievable import achievable_bound
-        from swizzleperf.bounds.partition import PartitionerMissing
+        from swizzleperf.sim.bounds.achievable import achievable_bound
+        from swizzleperf.sim.bounds.partition import PartitionerMissing
 
         trace = self.trace(kernel, size)
         if isinstance(trace, StoredTrace):

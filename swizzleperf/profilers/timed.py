@@ -8,10 +8,10 @@ flushed before each), which is what ranks equal hit rates and what speedups are 
 
 from __future__ import annotations
 
-from swizzleperf.kernel import KernelFile
+from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.profilers.timer import time_kernel
-from swizzleperf.report import BottleneckReport
+from swizzleperf.records.report import BottleneckReport
 
 
 class TimedProfiler:

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from swizzleperf.errors import ProfilerError
-from swizzleperf.kernel import KernelFile
+from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.profilers.runner import L2State, RunnerTimes, child_env, run_tool, runner_command, write_candidate
-from swizzleperf.report import Timing
+from swizzleperf.records.report import Timing
 
 
 def summarize_times(samples_ms: list[float], l2_state: L2State, source: str = "do_bench") -> Timing:

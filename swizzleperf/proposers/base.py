@@ -12,10 +12,10 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf.hardware import HardwareSpec
-from swizzleperf.kernel import KernelFile
-from swizzleperf.remap import normalise
-from swizzleperf.report import BottleneckReport
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.remaps.check import normalise
+from swizzleperf.records.report import BottleneckReport
 
 Origin = Literal["baseline", "search", "llm", "library"]
 

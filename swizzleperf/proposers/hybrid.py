@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from swizzleperf.validation.bijectivity import logical_ids
-from swizzleperf.evaluate import hook_constants
-from swizzleperf.families import FamilyInstance
+from swizzleperf.loop.pipeline import hook_constants
+from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer
 from swizzleperf.proposers.search import SearchProposer, candidate_space
-from swizzleperf.remap import normalise
-from swizzleperf.remap_eval import evaluate
-from swizzleperf.sim.dispatch import slot_domains
+from swizzleperf.remaps.check import normalise
+from swizzleperf.remaps.evaluate.evaluator import evaluate
+from swizzleperf.hardware.dispatch import slot_domains
 
 _STRIDES = (1, 2, 4, 8, 16, 32, 64, 128)
 

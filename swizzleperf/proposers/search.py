@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from swizzleperf.families import FamilyInstance
-from swizzleperf.hardware import HardwareSpec
-from swizzleperf.history import RUN_TO_RUN_PTS
-from swizzleperf.kernel import HookSignature, KernelFile, LoopOrderSignature
+from swizzleperf.remaps.families import FamilyInstance
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.loop.history import RUN_TO_RUN_PTS
+from swizzleperf.kernel.contract import HookSignature, KernelFile, LoopOrderSignature
 from swizzleperf.proposers.base import AttemptView, Proposal, ProposalContext, batch_of
-from swizzleperf.remap import normalise
+from swizzleperf.remaps.check import normalise
 
 T = TypeVar("T")
 _CHUNKS = (2, 4, 8, 16, 32, 64, 128)

@@ -7,7 +7,7 @@ same sharing pattern; trying it costs one attempt and the history records where 
 from __future__ import annotations
 
 from swizzleperf.errors import LibraryError, RemapRejected
-from swizzleperf.library import LibraryEntry, transplant
+from swizzleperf.remaps.library import LibraryEntry, transplant
 from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer, batch_of
 
 

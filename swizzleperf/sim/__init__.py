@@ -13,8 +13,8 @@ from pathlib import Path
 
 def _numba_cache_dir() -> Path:
     digest = hashlib.sha256()
-    for source in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(source.name.encode() + source.read_bytes())
+    for source in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(str(source.relative_to(Path(__file__).parent)).encode() + source.read_bytes())
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swizzleperf" / "numba"
     return base / digest.hexdigest()[:16]
 

@@ -12,7 +12,7 @@ import numpy as np
 from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, resample_masks
 from swizzleperf.sim.replay import QUEUED, fill_first_wave, replay_chunk
 from swizzleperf.sim.rounds import round_starts
-from swizzleperf.sim.runs import RunFile, encode_runs, line_ids
+from swizzleperf.sim.trace.line_runs import RunFile, encode_runs, line_ids
 
 # in a chunk: a run (start, length, mask, line id), an event (offset, store flag, site, round start)
 RUN_BYTES, EVENT_BYTES = 21, 14

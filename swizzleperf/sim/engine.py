@@ -30,22 +30,30 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from swizzleperf.errors import HardwareSpecError, TraceCaptureError
-from swizzleperf.hardware import MiB, HardwareSpec
-from swizzleperf.report import BottleneckReport, DomainStats
+from swizzleperf.hardware.spec import MiB, HardwareSpec
+from swizzleperf.records.report import BottleneckReport, DomainStats
 from swizzleperf.sim import settings
-from swizzleperf.sim.cache import CacheGeometry
+from swizzleperf.sim.cache_model import CacheGeometry
 from swizzleperf.sim.chunks import MemoryRuns, program_rounds, replay_domain
-from swizzleperf.sim.dispatch import as_permutation, domain_queues, simulated_domains
+from swizzleperf.hardware.dispatch import as_permutation, domain_queues, simulated_domains
 from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, prepare  # noqa: F401 (part of the engine's API)
-from swizzleperf.sim.replay import (  # noqa: F401 (part of the engine's API)
-    DRAM_FETCHES, FIRST_FETCHES, L1_HITS, L1_LOOKUPS, N_COUNTS, PROMOTED_MISSES, READ_HITS, READ_LOOKUPS,
-    SAMPLED_LOOKUPS, WRITE_LOOKUPS,
+from swizzleperf.sim.replay import (
+    DRAM_FETCHES,
+    FIRST_FETCHES,
+    L1_HITS,
+    L1_LOOKUPS,
+    N_COUNTS,
+    PROMOTED_MISSES,
+    READ_HITS,
+    READ_LOOKUPS,
+    SAMPLED_LOOKUPS,
+    WRITE_LOOKUPS,
 )
 from swizzleperf.sim.sampling import choose_sample, scale_counts
 from swizzleperf.sim.scheduler import walked_cus
 
 if TYPE_CHECKING:
-    from swizzleperf.sim.trace import Trace
+    from swizzleperf.sim.trace.record import Trace
 
 
 # --- the result --------------------------------------------------------------------------------

@@ -14,10 +14,10 @@ import numba
 import numpy as np
 
 from swizzleperf.errors import TraceCaptureError
-from swizzleperf.sim.cache import MAX_LINE
+from swizzleperf.sim.cache_model import MAX_LINE
 
 if TYPE_CHECKING:
-    from swizzleperf.sim.trace import Trace
+    from swizzleperf.sim.trace.record import Trace
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from swizzleperf.sim.cache import HASH, add_to_last, first_touch, home_partition, lookup, mix64, set_of
+from swizzleperf.sim.cache_model import HASH, add_to_last, first_touch, home_partition, lookup, mix64, set_of
 
 # what the pass counts, in sectors (lines where a line is one sector); read lookups and hits are the
 # SM side's (near partition); DRAM_FETCHES are the sectors no partition could serve (those fetched beside

@@ -16,10 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swizzleperf.hardware import HardwareSpec
+from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.sim import settings
 from swizzleperf.sim.replay import (
-    DRAM_FETCHES, FIRST_FETCHES, N_COUNTS, PROMOTED_MISSES, READ_HITS, READ_LOOKUPS, SAMPLED_LOOKUPS)
+    DRAM_FETCHES,
+    FIRST_FETCHES,
+    N_COUNTS,
+    PROMOTED_MISSES,
+    READ_HITS,
+    READ_LOOKUPS,
+    SAMPLED_LOOKUPS,
+)
 
 # benchmarks/bench_scale.py, every suite kernel at its default size on mi300x and h100 at the default
 # sample: the largest difference from full simulation in read hit rate, in points

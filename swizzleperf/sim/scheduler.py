@@ -29,7 +29,7 @@ import heapq
 import numba
 import numpy as np
 
-from swizzleperf.hardware import HardwareSpec
+from swizzleperf.hardware.spec import HardwareSpec
 
 
 @numba.njit(cache=True, nogil=True)

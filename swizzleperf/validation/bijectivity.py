@@ -4,7 +4,7 @@ A remap must be a bijection on every grid the kernel is launched with, or progra
 or run twice. `bijectivity_grids` adds the sizes that catch the usual bugs (fewer programs than
 dies, counts the die count does not divide, primes, one ~1M grid) to the kernel's own;
 `check_bijective` evaluates the candidate on them in a confined child process and adds the z3
-proof's verdict for every grid size (swizzleperf.proofs).
+proof's verdict for every grid size (swizzleperf.validation.proofs.entry).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.errors import ChildSetupError, RemapRejected, SandboxError
-from swizzleperf.validation.isolation import Confinement
-from swizzleperf.kernel import HookSignature
-from swizzleperf.proofs.verdict import ProofVerdict
-from swizzleperf.remap import static_check
-from swizzleperf.validation.sandbox import run_in_child
+from swizzleperf.untrusted.isolation import Confinement
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.validation.proofs.verdict import ProofVerdict
+from swizzleperf.remaps.check import static_check
+from swizzleperf.untrusted.sandbox import run_in_child
 
 # The evaluating child's address-space limit: the suite's hooks peak at 190-225 MB on their ~1M-program
 # grids (70-106 MB resident), so this leaves room for many intermediates and keeps any candidate under 1 GB.
@@ -77,7 +77,7 @@ class BijectivityReport(BaseModel):
     grids: list[tuple[int, ...]] = Field(description="grids checked, in order, up to the first failure")
     failure: BijectivityFailure | None = None
     seconds: float
-    proof: ProofVerdict | None = Field(None, description="the z3 proof for every grid size (swizzleperf.proofs)")
+    proof: ProofVerdict | None = Field(None, description="the z3 proof for every grid size (swizzleperf.validation.proofs.entry)")
     proof_text: str | None = Field(None, description="what is known beyond the sampled grids (proof_status); "
                                                      "None where no proof was asked for")
 
@@ -157,7 +157,7 @@ def _evaluate_in_child(source: str, hook: HookSignature, grids: list[tuple[int, 
     payload = {"source": source, "hook": _hook_payload(hook), "grids": [list(g) for g in grids],
                "constexprs": {k: int(v) for k, v in constexprs.items()}}
     confinement = Confinement(memory_mb=CHECK_MEMORY_MB, cpu_s=timeout + 10, file_mb=256, network=False, threads=1)
-    result = run_in_child("swizzleperf.remap_eval:evaluate_grids_child", payload, timeout, what=what,
+    result = run_in_child("swizzleperf.remaps.evaluate.evaluator:evaluate_grids_child", payload, timeout, what=what,
                           confinement=confinement)
     arrays = []
     for i, grid in enumerate(grids[:int(result.value["evaluated"])]):
@@ -171,7 +171,7 @@ def _evaluate_in_child(source: str, hook: HookSignature, grids: list[tuple[int, 
 def _evaluate_here(fn: ast.FunctionDef, hook: HookSignature, grids: list[tuple[int, ...]],
                    constexprs: dict[str, int]):
     """_evaluate_in_child's result, computed in this process (bounded by the counted work)."""
-    from swizzleperf.remap_eval import evaluate_checked
+    from swizzleperf.remaps.evaluate.evaluator import evaluate_checked
 
     arrays = []
     for grid in grids:
@@ -190,12 +190,12 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
     `isolate=False` evaluates and proves in this process: nothing is executed either way and the
     counted work bounds the evaluation, but only a child bounds memory and the solver's time.
 
-    Static-check failures and counted work over the budget (swizzleperf.validation.work) raise
+    Static-check failures and counted work over the budget (swizzleperf.remaps.work) raise
     RemapRejected; everything after (an evaluation error, a collision, a child past its time
     limit) is a failed report, so the loop can record it.
     """
     fn = static_check(source, hook)
-    from swizzleperf.validation.work import BIJECTIVITY_WORK, programs_of, require_work
+    from swizzleperf.remaps.work import BIJECTIVITY_WORK, programs_of, require_work
 
     require_work(fn, constexprs, programs_of(grids), BIJECTIVITY_WORK, "bijectivity", "the sampled grids")
     t0 = time.perf_counter()

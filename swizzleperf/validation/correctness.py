@@ -23,12 +23,13 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf import source_text, user_errors
+from swizzleperf.untrusted import source_text
+from swizzleperf.kernel import user_errors
 from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
-from swizzleperf.kernel import KernelFile, load_kernel
-from swizzleperf.validation.isolation import Confinement
-from swizzleperf.validation.sandbox import default_confinement, run_in_child
-from swizzleperf.user_errors import FileMap
+from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.untrusted.isolation import Confinement
+from swizzleperf.untrusted.sandbox import default_confinement, run_in_child
+from swizzleperf.kernel.user_errors import FileMap
 
 _CHILD_TARGET = "swizzleperf.validation.correctness:check_cases_child"
 REFERENCE = "the reference"
@@ -212,11 +213,11 @@ def _child_files(kernel: KernelFile, remap_source: str, tmp: Path) -> dict[str, 
 
 
 def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds, num_xcds: int) -> str | None:
-    """Why the candidate is too much work for the CPU interpreter (swizzleperf.validation.work), counted before it runs.
+    """Why the candidate is too much work for the CPU interpreter (swizzleperf.remaps.work), counted before it runs.
     Only hooks inside the remap subset can be counted; anything else is the child's to judge, as before."""
-    from swizzleperf.remap import static_check
-    from swizzleperf.schedules.loop_order import bind_local_tile
-    from swizzleperf.validation.work import INTERPRETER_WORK, LOOP_ORDER_CALL_WORK, per_program, require_work
+    from swizzleperf.remaps.check import static_check
+    from swizzleperf.validation.loop_order import bind_local_tile
+    from swizzleperf.remaps.work import INTERPRETER_WORK, LOOP_ORDER_CALL_WORK, per_program, require_work
 
     try:
         parts = kernel.parts(remap_source)

@@ -2,7 +2,7 @@
 
 The sampled check evaluates a hook on a few dozen grids, so a remap wrong only on a grid nobody
 sampled (grid 1000001, num_pid_m == 33, program 2**20) passes it. The prover
-(swizzleperf.proofs) covers every grid of up to 2**31 - 1 programs and every preset die count,
+(swizzleperf.validation.proofs.entry) covers every grid of up to 2**31 - 1 programs and every preset die count,
 in a confined child, within a budget of counted work. Its verdicts are deterministic (work, not
 seconds), so they are cached per hook text: the search proposes the same family instances again
 and again. Without z3 the sampled check still runs and every verdict says how to get the proof.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from swizzleperf.kernel import HookSignature
-from swizzleperf.proofs import DEFAULT_DIE_COUNTS, ProofVerdict, prove_bijective
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.validation.proofs.entry import DEFAULT_DIE_COUNTS, ProofVerdict, prove_bijective
 
 PROOF_LIMIT_S = 2.0  # one candidate's proof: this many seconds of z3 work on an unloaded core
 INSTALL_NOTE = "install swizzleperf[proofs] to prove for all grid sizes"

@@ -1,0 +1,1 @@
+"""The GPU: specs and presets, dispatch to dies, occupancy, measured SM layouts."""

@@ -1,0 +1,1 @@
+"""Research tooling: the simulator's fidelity against counters and the executors' audit. Used by benchmarks/ and tests, not by the command line."""

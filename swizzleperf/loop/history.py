@@ -1,0 +1,191 @@
+"""The bottleneck history buffer: every attempt, ranked, and the bounded view proposers get.
+
+An attempt is recorded whatever happened to it: a candidate rejected by the static checks is
+as informative to the next proposal as one that was profiled.
+"""
+
+from __future__ import annotations
+
+import difflib
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.proposers.base import AttemptView, LLMUsage, Origin
+from swizzleperf.records.report import BottleneckReport
+
+Stage = Literal["propose", "static", "bijectivity", "correctness", "profile"]
+STAGES: tuple[Stage, ...] = ("propose", "static", "bijectivity", "correctness", "profile")
+
+RANKING_RULE = ("accepted attempts ranked by L2 read misses (fewer first: the fetches a remap saves; where the "
+                "L1 passes the same reads to the L2 this is the L2 read hit rate's order, and where it does not, "
+                "a higher hit rate can hide more fetches), then by L2 read hit rate (higher first), then by "
+                "median kernel time (lower first) where measured, then by iteration (earlier first); an attempt "
+                "measurably slower than the kernel's own remap ranks after every attempt that is not: where time "
+                "is measured, its p20 time above the baseline's p80; on a persistent kernel under the simulator, "
+                "its busiest program issuing more than 5 % more loads and stores than the baseline's busiest")
+PREDICTED_SLOWER = 1.05  # a static schedule's time is its busiest program's: the issue's own tolerance
+# How far one remap's measured read hit rate moves between identical runs: the largest range over 8-13 ncu
+# recordings of the same remaps on H100s (stencil2d 1.28 points, gemm's identity 1.24; median 0.25;
+# tests/fixtures/fidelity/repeat*). Attention's block-first orders, at 5-8 %, move by up to 2.9 points over
+# five recordings on five GPUs: a tie rule among those alone would need that. rocprofv3's is not measured yet.
+RUN_TO_RUN_PTS = {"ncu": 1.3}
+
+
+class StageResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    stage: Stage
+    ok: bool
+    detail: str = Field(description="one sentence a person can read")
+    seconds: float
+    data: dict | None = Field(None, description="the stage's own report (bijectivity, correctness), as JSON")
+    checker_failed: bool = Field(False, description="the check itself failed (a kernel that does not load, a "
+                                                    "crash in swizzleperf), not the candidate")
+
+
+class Attempt(BaseModel):
+    """One line of attempts.jsonl."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = 1
+    iteration: int
+    origin: Origin
+    family: str
+    rationale: str = ""
+    source: str
+    diff: str = Field(description="unified diff of the kernel file against the original")
+    stages: list[StageResult]
+    report: BottleneckReport | None = None
+    usage: LLMUsage | None = None
+    memory_analysis: str | None = Field(None, description="the LLM's analysis of the kernel, asked once per run "
+                                                          "and recorded on the attempt that asked")
+    started_at: datetime
+    seconds: float
+    device: str | None = Field(None, description="the GPU the candidate was profiled on, where an executor gave "
+                                                 "it one of several: host and GPU id (a pool worker's, or a Ray task's)")
+
+    @property
+    def accepted(self) -> bool:
+        return self.report is not None and all(s.ok for s in self.stages)
+
+    @property
+    def failure(self) -> StageResult | None:
+        return next((s for s in self.stages if not s.ok), None)
+
+    @property
+    def verdict(self) -> str:
+        failure = self.failure
+        if failure is not None:
+            return f"rejected at {failure.stage}"
+        return "accepted" if self.report is not None else "incomplete"
+
+    def view(self, max_diff_lines: int = 40) -> AttemptView:
+        diff = self.diff.splitlines()
+        if len(diff) > max_diff_lines:
+            diff = diff[:max_diff_lines] + [f"... ({len(diff) - max_diff_lines} more lines)"]
+        failure = self.failure
+        return AttemptView(
+            iteration=self.iteration, origin=self.origin, family=self.family, source=self.source,
+            diff="\n".join(diff),
+            accepted=self.accepted, stage=failure.stage if failure else None,
+            reason=failure.detail if failure else None,
+            hit_pct=self.report.hit_pct if self.report else None,
+            report=self.report.summary() if self.report else None)
+
+
+def kernel_diff(kernel: KernelFile, hook_source: str) -> str:
+    """The unified diff a person would review: the kernel file before and after the remap."""
+    after = kernel.with_hook(hook_source)
+    return "".join(difflib.unified_diff(
+        kernel.source.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile=f"a/{kernel.path.name}", tofile=f"b/{kernel.path.name}"))
+
+
+def slower_reason(attempt: Attempt, baseline: Attempt | None) -> str | None:
+    """Why the attempt is measurably slower than the kernel's own remap (None if it is not): timed, its
+    fast end above the baseline's slow end; untimed, the simulator's static schedule (persistent kernels)
+    with a busiest program more than 5 % busier than the baseline's."""
+    mine, base = attempt.report, baseline.report if baseline else None
+    if mine is None or base is None or attempt is baseline:
+        return None
+    if mine.timing is not None and base.timing is not None:
+        if mine.timing.p20_ms > base.timing.p80_ms:
+            return (f"measurably slower: p20 {mine.timing.p20_ms:.4f} ms above the kernel's own p80 "
+                    f"{base.timing.p80_ms:.4f} ms")
+        return None
+    busiest, base_busiest = mine.busiest_program_events, base.busiest_program_events
+    if busiest is not None and base_busiest is not None and busiest > PREDICTED_SLOWER * base_busiest:
+        return (f"predicted slower: its busiest program issues {busiest:,} loads and stores, the kernel's own "
+                f"{base_busiest:,} ({busiest / base_busiest:.2f}x)")
+    return None
+
+
+def gain_noise(source: str | None, gain_pts: float) -> float | None:
+    """The counters' run-to-run movement when a gain of `gain_pts` measured by `source` is smaller than
+    it (None if the gain is larger, or the source has no such noise, as the simulator has not)."""
+    noise = RUN_TO_RUN_PTS.get(source or "")
+    return noise if noise is not None and abs(gain_pts) < noise else None
+
+
+def within_noise(best: Attempt, baseline: Attempt | None) -> str | None:
+    """Why a measured gain over the kernel's own remap is no gain (None if it is one, or is predicted):
+    smaller than the counters' run-to-run movement."""
+    if baseline is None or best is baseline or best.report is None or baseline.report is None:
+        return None
+    gain = best.report.hit_pct - baseline.report.hit_pct
+    noise = gain_noise(best.report.source, gain)
+    if noise is None:
+        return None
+    return (f"{gain:+.2f} points is within {best.report.source}'s run-to-run noise (one remap's read hit rate moved "
+            f"up to {noise} points between identical runs on an H100): not a measured improvement")
+
+
+def measurably_slower(attempt: Attempt, baseline: Attempt | None) -> bool:
+    return slower_reason(attempt, baseline) is not None
+
+
+def _rank_key(attempt: Attempt, baseline: Attempt | None) -> tuple[bool, float, float, float, int]:
+    report = attempt.report
+    assert report is not None
+    time = report.timing.median_ms if report.timing else float("inf")
+    misses = report.accesses - report.hits if report.accesses is not None and report.hits is not None else 0
+    return (measurably_slower(attempt, baseline), misses, -report.hit_pct, time, attempt.iteration)
+
+
+class History:
+    """All attempts of a run, in iteration order."""
+
+    def __init__(self, attempts: list[Attempt] | None = None):
+        self.attempts: list[Attempt] = list(attempts or [])
+
+    def __len__(self) -> int:
+        return len(self.attempts)
+
+    def append(self, attempt: Attempt) -> None:
+        self.attempts.append(attempt)
+
+    def ranked(self) -> list[Attempt]:
+        baseline = self.baseline()
+        return sorted((a for a in self.attempts if a.accepted), key=lambda a: _rank_key(a, baseline))
+
+    def best(self) -> Attempt | None:
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
+
+    def baseline(self) -> Attempt | None:
+        return next((a for a in self.attempts if a.origin == "baseline" and a.accepted), None)
+
+    def memory_analysis(self) -> str | None:
+        """The LLM's analysis of the kernel, as the latest attempt that asked for one recorded it."""
+        return next((a.memory_analysis for a in reversed(self.attempts) if a.memory_analysis), None)
+
+    def views(self, last: int = 6, top: int = 3) -> list[AttemptView]:
+        """The bounded summary proposers see: the best few and the most recent, in order."""
+        keep = {a.iteration for a in self.ranked()[:top]} | {a.iteration for a in self.attempts[-last:]}
+        return [a.view() for a in self.attempts if a.iteration in keep]
+
+    def all_views(self) -> list[AttemptView]:
+        """Every attempt, compactly (no diffs): what a search proposer learns from."""
+        return [a.view(max_diff_lines=0) for a in self.attempts]

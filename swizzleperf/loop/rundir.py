@@ -1,0 +1,237 @@
+"""Run directories: `runs/<timestamp>-<kernel>/`, readable without the tool.
+
+    run.json        what was run, with what, and how it ended (RunRecord)
+    attempts.jsonl  one Attempt per line, appended and fsynced as each finishes
+    best/           the kernel with the best remap applied, and the remap alone
+    report.md       a table of attempts and the pictures
+    batch.json      only while a batch is evaluated: its proposals (PendingBatch), for a resume
+
+A run killed at any moment keeps every finished attempt: attempts.jsonl is append-only and a
+torn last line (the kill landed mid-write) is ignored on load; run.json is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from swizzleperf.errors import RunError
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.loop.history import Attempt, History
+from swizzleperf.proposers.base import LLMUsage, Proposal
+
+RUN_SCHEMA_VERSION = 1
+Status = Literal["running", "finished", "interrupted", "failed"]
+
+
+class KernelRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    name: str
+    sha256: str
+
+
+class BestRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    iteration: int
+    family: str
+    hit_pct: float
+    source: str  # "sim", "ncu", ...
+
+
+class RunRecord(BaseModel):
+    """run.json."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = RUN_SCHEMA_VERSION
+    run_id: str
+    created_at: datetime
+    updated_at: datetime
+    status: Status
+    status_detail: str = ""
+    kernel: KernelRef
+    size: str
+    hardware: HardwareSpec
+    hardware_reason: str
+    profiler: str
+    profiler_reason: str
+    proposer: str
+    proposer_options: dict = Field(default_factory=dict)
+    seed: int
+    iterations: int
+    patience: int
+    stop_at_ceiling: bool = True
+    batch: int = Field(1, description="proposals made from one snapshot of the history (runs before batches: 1)")
+    ranking_rule: str
+    versions: dict[str, str]
+    baseline_hit_pct: float | None = None
+    ceiling_pct: float | None = None
+    best: BestRef | None = None
+    usage: LLMUsage = Field(default_factory=LLMUsage)
+
+
+class PendingBatch(BaseModel):
+    """batch.json: a batch of proposals being evaluated. Written before the first is evaluated and
+    removed once the last is recorded, so a resume evaluates what a stop left out, as proposed."""
+
+    model_config = ConfigDict(extra="forbid")
+    start: int = Field(description="the iteration of the batch's first proposal")
+    proposals: list[Proposal]
+
+
+def library_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("swizzleperf", "torch", "triton", "numpy", "numba", "dspy", "pydantic"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class RunDir:
+    """One run directory on disk."""
+
+    def __init__(self, path: Path, record: RunRecord):
+        self.path = path
+        self.record = record
+
+    @property
+    def attempts_path(self) -> Path:
+        return self.path / "attempts.jsonl"
+
+    @property
+    def best_dir(self) -> Path:
+        return self.path / "best"
+
+    @classmethod
+    def create(cls, root: Path, record_fields: dict) -> "RunDir":
+        root.mkdir(parents=True, exist_ok=True)
+        now = _now()
+        stem = f"{now.strftime('%Y%m%d-%H%M%S')}-{record_fields['kernel'].name}"
+        path, n = root / stem, 1
+        while path.exists():
+            n += 1
+            path = root / f"{stem}-{n}"
+        path.mkdir()
+        record = RunRecord(run_id=path.name, created_at=now, updated_at=now, status="running",
+                           versions=library_versions(), **record_fields)
+        run = cls(path, record)
+        run.save()
+        run.attempts_path.touch()
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> "RunDir":
+        run_json = path / "run.json"
+        if not run_json.exists():
+            raise RunError(f"{path} is not a run directory (no run.json); list runs with `swizzleperf runs list`")
+        try:
+            data = json.loads(run_json.read_text())
+        except json.JSONDecodeError as exc:
+            raise RunError(f"{run_json} is not valid JSON: {exc}") from exc
+        version = data.get("schema_version")
+        if version != RUN_SCHEMA_VERSION:
+            raise RunError(f"{run_json} has schema version {version}; this swizzleperf reads {RUN_SCHEMA_VERSION}")
+        try:
+            return cls(path, RunRecord.model_validate(data))
+        except ValidationError as exc:
+            raise RunError(f"{run_json} does not match the run record: {exc.errors()[0]['msg']}") from exc
+
+    def save(self) -> None:
+        self.record.updated_at = _now()
+        _write_atomic(self.path / "run.json", self.record.model_dump_json(indent=2) + "\n")
+
+    @property
+    def batch_path(self) -> Path:
+        return self.path / "batch.json"
+
+    def save_batch(self, batch: PendingBatch) -> None:
+        _write_atomic(self.batch_path, batch.model_dump_json(indent=2) + "\n")
+
+    def pending_batch(self) -> PendingBatch | None:
+        """The batch a stop left part-evaluated, if any."""
+        if not self.batch_path.exists():
+            return None
+        try:
+            return PendingBatch.model_validate_json(self.batch_path.read_text())
+        except ValidationError as exc:
+            raise RunError(f"{self.batch_path} does not match a pending batch: {exc.errors()[0]['msg']}") from exc
+
+    def clear_batch(self) -> None:
+        self.batch_path.unlink(missing_ok=True)
+
+    def append_attempt(self, attempt: Attempt) -> None:
+        with open(self.attempts_path, "a") as f:
+            f.write(attempt.model_dump_json() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def load_history(self) -> History:
+        """Every complete attempt; a torn last line from a kill mid-write is dropped."""
+        attempts: list[Attempt] = []
+        if not self.attempts_path.exists():
+            return History()
+        # One record per "\n": JSON escapes line breaks inside strings, but not U+2028 or U+0085, where
+        # splitlines() would also break (a remap with one in a comment is valid and is recorded as written).
+        lines = self.attempts_path.read_text().split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                attempts.append(Attempt.model_validate_json(line))
+            except ValidationError:
+                if number == len(lines):
+                    break  # torn final write
+                raise RunError(f"{self.attempts_path}:{number} is not a valid attempt record") from None
+        if len(attempts) < len([line for line in lines if line.strip()]):
+            # Drop the torn line from the file too, so appends continue on a clean line.
+            _write_atomic(self.attempts_path, "".join(a.model_dump_json() + "\n" for a in attempts))
+        return History(attempts)
+
+
+def find_run(ref: str, root: Path) -> Path:
+    """A run by path, by directory name under `root`, or `latest`."""
+    candidate = Path(ref)
+    if (candidate / "run.json").exists():
+        return candidate
+    if ref == "latest":
+        runs = list_runs(root)
+        if not runs:
+            raise RunError(f"no runs under {root}")
+        return runs[-1]
+    matches = [p for p in list_runs(root) if p.name == ref or p.name.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RunError(f"no run '{ref}' under {root}; see `swizzleperf runs list`")
+    raise RunError(f"'{ref}' matches several runs: {', '.join(p.name for p in matches)}")
+
+
+def list_runs(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if (p / "run.json").exists()), key=lambda p: p.name)
+

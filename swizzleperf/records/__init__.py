@@ -1,0 +1,1 @@
+"""The records every stage speaks: proposals, attempts, bottleneck reports, runs (pydantic models only)."""

@@ -1,0 +1,167 @@
+"""The swizzle library: remaps worth keeping, as an importable package of @triton.jit functions.
+
+A library is a directory (default `./swizzles`, or $SWIZZLEPERF_LIBRARY) that is also a Python
+package: one module per entry holding the remap under its entry name, one JSON record per
+entry (where it was found, its numbers, the grids it was proven bijective on), and an
+`__init__.py` regenerated from the records so `from swizzles import NAME` works.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from swizzleperf.untrusted import source_text
+from swizzleperf.remaps.fit import adapt_to_hook
+from swizzleperf.errors import LibraryError, RunError
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.loop.rundir import RunDir
+
+ENTRY_SCHEMA_VERSION = 1
+
+
+class LibraryEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = ENTRY_SCHEMA_VERSION
+    name: str
+    family: str
+    params: list[str]       # the entry's own parameters: pid, grid extents..., the die-count constexpr
+    ndim: int               # logical indices returned
+    source: str             # the @triton.jit function, named `name`
+    kernel: str
+    kernel_sha256: str
+    size: str
+    hardware: str
+    num_domains: int
+    run_id: str
+    iteration: int
+    hit_pct: float
+    baseline_hit_pct: float | None
+    ceiling_pct: float | None
+    numbers_from: str       # "sim" (a prediction), "ncu", "rocprofv3"
+    metric: str = "all"     # what hit_pct counts: "read" lookups, or "all" (entries before the read/write split)
+    proven_grids: list[list[int]]
+    created_at: datetime
+    proof: str | None = None  # the z3 verdict in one clause (proof_status.proof_sentence); None before the prover
+
+    @property
+    def signature(self) -> HookSignature:
+        return HookSignature(name=self.name, pid=self.params[0], grid_params=tuple(self.params[1:-1]),
+                             constexprs=(self.params[-1],))
+
+    def summary(self) -> str:
+        label = "predicted by the simulator" if self.numbers_from == "sim" else f"measured with {self.numbers_from}"
+        base = f" (baseline {self.baseline_hit_pct:.2f}%" if self.baseline_hit_pct is not None else " ("
+        ceiling = f", ceiling {self.ceiling_pct:.2f}%)" if self.ceiling_pct is not None else ")"
+        what = "L2 read hit" if self.metric == "read" else "L2 hit (reads and writes)"
+        return (f"{self.family} from {self.kernel} (size {self.size}) on {self.hardware}: {what} {self.hit_pct:.2f}% "
+                f"{label}{base}{ceiling}")
+
+
+def default_library_dir() -> Path:
+    return Path(os.environ.get("SWIZZLEPERF_LIBRARY", "swizzles"))
+
+
+class Library:
+    def __init__(self, root: Path | None = None):
+        self.root = root or default_library_dir()
+
+    def entries(self) -> list[LibraryEntry]:
+        if not self.root.is_dir():
+            return []
+        out = []
+        for path in sorted(self.root.glob("*.json")):
+            try:
+                out.append(LibraryEntry.model_validate_json(path.read_text()))
+            except ValidationError as exc:
+                raise LibraryError(f"{path} is not a library entry: {exc.errors()[0]['msg']}") from exc
+        return out
+
+    def get(self, name: str) -> LibraryEntry:
+        path = self.root / f"{name}.json"
+        if not path.exists():
+            known = ", ".join(e.name for e in self.entries()) or "none yet"
+            raise LibraryError(f"no entry '{name}' in the library {self.root} (entries: {known}); "
+                               f"add one with `swizzleperf export RUN --name {name}`")
+        return LibraryEntry.model_validate_json(path.read_text())
+
+    def add(self, entry: LibraryEntry, replace: bool = False) -> Path:
+        if (self.root / f"{entry.name}.json").exists() and not replace:
+            raise LibraryError(f"the library already has '{entry.name}'; pick another --name or pass --force")
+        self.root.mkdir(parents=True, exist_ok=True)
+        module = ('"""A remap from the swizzleperf library (see the JSON record beside this file)."""\n\n'
+                  "import triton\nimport triton.language as tl\n\n\n" + entry.source)
+        (self.root / f"{entry.name}.py").write_text(module)
+        (self.root / f"{entry.name}.json").write_text(entry.model_dump_json(indent=2) + "\n")
+        self._write_init()
+        return self.root / f"{entry.name}.py"
+
+    def _write_init(self) -> None:
+        lines = ['"""swizzleperf library: `from <this package> import NAME` gives a @triton.jit remap."""', ""]
+        names = [e.name for e in self.entries()]
+        lines += [f"from .{n} import {n}" for n in names]
+        lines += ["", f"__all__ = {names!r}", ""]
+        (self.root / "__init__.py").write_text("\n".join(lines))
+
+    def fitting(self, hook: HookSignature) -> list[LibraryEntry]:
+        """Entries whose shape fits a hook (same number of logical indices)."""
+        return [e for e in self.entries() if e.ndim == hook.ndim]
+
+
+def _check_name(name: str) -> None:
+    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+        raise LibraryError(f"'{name}' cannot be a library name: use a Python identifier such as softmax_rows_mi300x")
+
+
+def _rename_function(source: str, old: str, new: str) -> str:
+    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == old)
+    lines = source_text.lines(source)  # the lines the parser numbered (not splitlines())
+    i = fn.lineno - 1
+    lines[i] = lines[i].replace(f"def {old}(", f"def {new}(", 1)
+    return "".join(lines)
+
+
+def entry_from_run(run: RunDir, name: str, kernel_hook: HookSignature) -> LibraryEntry:
+    """The best attempt of a finished run, as a library entry named `name`."""
+    _check_name(name)
+    history = run.load_history()
+    best = history.best()
+    if best is None or best.report is None:
+        raise RunError(f"run {run.record.run_id} has no accepted attempt to export")
+    if best.origin == "baseline":
+        raise RunError(f"run {run.record.run_id}: the kernel's own remap is still the best; nothing to export")
+    bij = next((s for s in best.stages if s.stage == "bijectivity"), None)
+    grids = [list(g) for g in (bij.data or {}).get("grids", [])] if bij else []
+    proof = (bij.data or {}).get("proof_text") if bij else None
+    rec = run.record
+    best_file = run.best_dir / "remap.py"
+    source = _function_source(best_file.read_text(), kernel_hook.name) if best_file.exists() else best.source
+    return LibraryEntry(
+        name=name, family=best.family, params=list(kernel_hook.params), ndim=kernel_hook.ndim,
+        source=_rename_function(source, kernel_hook.name, name), kernel=rec.kernel.name,
+        kernel_sha256=rec.kernel.sha256, size=rec.size, hardware=rec.hardware.name,
+        num_domains=rec.hardware.num_domains, run_id=rec.run_id, iteration=best.iteration,
+        hit_pct=best.report.hit_pct, metric=best.report.metric, baseline_hit_pct=rec.baseline_hit_pct,
+        ceiling_pct=rec.ceiling_pct,
+        numbers_from=best.report.source, proven_grids=grids, proof=proof, created_at=datetime.now(timezone.utc))
+
+
+def _function_source(module_text: str, name: str) -> str:
+    fn = next(n for n in ast.parse(module_text).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return source_text.function_text(module_text, fn)
+
+
+def transplant(entry: LibraryEntry, hook: HookSignature, kernel_name: str) -> tuple[str, list[str]]:
+    """The entry rewritten as the kernel's hook: its name and parameter names, where they correspond."""
+    if entry.ndim != hook.ndim:
+        raise LibraryError(
+            f"library remap {entry.name}({', '.join(entry.params)}) returns {entry.ndim} logical "
+            f"index(es), but {kernel_name}'s hook {hook.render()} needs {hook.ndim}: the signatures do not "
+            f"correspond")
+    renamed = _rename_function(entry.source, entry.name, hook.name)
+    return adapt_to_hook(renamed, hook)

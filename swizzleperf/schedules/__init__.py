@@ -1,1 +1,0 @@
-"""Schedules beyond the program id: the order in which a persistent program scans its loop (issue 16)."""

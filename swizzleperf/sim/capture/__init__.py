@@ -1,0 +1,1 @@
+"""Trace capture: the Triton interpreter, batched over programs, observed load by load."""

@@ -1,0 +1,1 @@
+"""Commands built from the loop: bench, sweep, adopt, apply."""

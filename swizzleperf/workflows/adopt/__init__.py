@@ -1,0 +1,1 @@
+"""`swizzleperf adopt`: a stock Triton module rewritten as a kernel file that follows the contract."""

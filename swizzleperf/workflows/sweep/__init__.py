@@ -1,0 +1,1 @@
+"""`swizzleperf sweep`: attention mappings over a grid of shapes."""
