@@ -78,7 +78,7 @@ def suite(hardware: str) -> None:
     from pathlib import Path
 
     from swizzleperf.sim.bounds.achievable import achievable_bound
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
     from swizzleperf.sim.prepared import prepare

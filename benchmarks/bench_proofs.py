@@ -18,10 +18,10 @@ import statistics
 import time
 from collections import defaultdict
 
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.validation.proofs.entry import prove_bijective
-from swizzleperf.proposers.search import candidate_space
+from swizzleperf.remaps.space import candidate_space
 
 HOOKS = (HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",)),
          HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",)),

@@ -47,7 +47,7 @@ def _kernel(size: str):
 
 def _phase(spec: dict) -> dict:
     """One measured step, in this (child) process."""
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
     from swizzleperf.sim.capture.capture import capture_trace
@@ -79,7 +79,7 @@ def _phase(spec: dict) -> dict:
 def _sampling(kernel, every: int | None) -> dict:
     """Read hit rate of the kernel's own remap, full and sampled (`every`, or the default sample a
     trace past the sampling threshold gets), on mi300x and h100."""
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.profilers.sim import SimProfiler
     from swizzleperf.sim.engine import simulate
     from swizzleperf.sim.sampling import choose_sample

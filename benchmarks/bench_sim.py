@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.sim.engine import prepare, simulate
 from swizzleperf.sim.trace.record import Trace
 

@@ -54,7 +54,8 @@ def _kernels(names: list[str]):
 
 def cmd_measure(args) -> int:
     from swizzleperf.lab.fidelity.measure import measure
-    from swizzleperf.hardware.spec import PRESETS, detect
+    from swizzleperf.hardware.detect import detect
+    from swizzleperf.hardware.presets import PRESETS
 
     hw = detect() or PRESETS["h100"]
     out = Path(args.out)
@@ -77,7 +78,7 @@ def cmd_compare(args) -> int:
     from swizzleperf.lab.fidelity.placement import load_placements
     from swizzleperf.lab.fidelity.recordings import averaged, reproducibility, same_remaps
     from swizzleperf.lab.fidelity.records import Measurement
-    from swizzleperf.hardware.spec import resolve
+    from swizzleperf.hardware.select import resolve
     from swizzleperf.kernel.contract import load_kernel
 
     measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
@@ -206,7 +207,7 @@ def cmd_from_raw(args) -> int:
     """Rebuild OUT.json from the raw ncu CSVs a measurement saved (no GPU needed)."""
     from swizzleperf.lab.fidelity.measure import kernel_record
     from swizzleperf.lab.fidelity.records import Measurement
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
 
     raw = Path(args.raw_dir)
     kernels = [kernel_record(k, PRESETS[args.hardware], size, (raw / f"{k.name}-{size}.csv").read_text())
@@ -223,7 +224,7 @@ def cmd_requests(args) -> int:
 
     from swizzleperf.lab.fidelity.compare import hardware_for
     from swizzleperf.lab.fidelity.records import Measurement
-    from swizzleperf.hardware.spec import resolve
+    from swizzleperf.hardware.select import resolve
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.ncu import read_requests
     from swizzleperf.profilers.sim import SimProfiler

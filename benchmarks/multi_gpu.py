@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from swizzleperf.lab.audit import bench_records, compare_attempts, optimize_records, peak_concurrency, shared_gpu
-from swizzleperf.loop.history import RUN_TO_RUN_PTS
+from swizzleperf.records.report import RUN_TO_RUN_PTS
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {

@@ -78,7 +78,7 @@ def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats:
     order (): the kernel file's). The remaps: fidelity.py's ten, or family instances by label. The kernel must
     take stencil2d's arguments (x, out, M, N, strides, BLOCK_M, BLOCK_N, NUM_XCDS)."""
     from swizzleperf.lab.fidelity.measure import fidelity_remaps
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
 
     kernel = load_kernel(kernel_path)
@@ -97,7 +97,7 @@ def launch(module, kernel, size: dict, lag: int, x):
     import torch
     import triton
 
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
 
     block_m, block_n, device = kernel.module.BLOCK_M, kernel.module.BLOCK_N, x.device
     out = torch.empty_like(x)
@@ -171,7 +171,7 @@ def check_on_cpu(kernel_path: Path = STENCIL2D) -> int:
     import torch
 
     from swizzleperf.lab.fidelity.measure import fidelity_remaps
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
 
     kernel = load_kernel(kernel_path)
@@ -247,7 +247,7 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
     the same)."""
     from swizzleperf.lab.fidelity.compare import hardware_for, predicted_split, simulated_on_sms
     from swizzleperf.lab.fidelity.records import Measurement
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
 

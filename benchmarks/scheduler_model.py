@@ -43,7 +43,7 @@ class Scheduler:
     def __init__(self, gpu: str = "h100"):
         from probe_scheduler import sides_and_rank
 
-        from swizzleperf.hardware.spec import PRESETS
+        from swizzleperf.hardware.presets import PRESETS
         from swizzleperf.sim.scheduler import sm_order
 
         self.side, self.rank = sides_and_rank(gpu)
@@ -64,7 +64,7 @@ class Scheduler:
 
 
 def first_wave(programs_per_sm: int) -> np.ndarray:
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
 
     return np.asarray(PRESETS["h100"].model_copy(update={"programs_per_cu": programs_per_sm}).first_wave_cus())
 
@@ -114,7 +114,7 @@ def cmd_place(args) -> int:
     from swizzleperf.lab.fidelity.compare import hardware_for
     from swizzleperf.lab.fidelity.placement import PlacementRecord, RecordedPlacement
     from swizzleperf.lab.fidelity.records import Measurement
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
 

@@ -10,11 +10,13 @@ import pytest
 
 from swizzleperf.loop import artifacts, plots
 from swizzleperf.remaps.placement import partition_sentence
-from swizzleperf.hardware.spec import PRESETS
-from swizzleperf.loop.history import RANKING_RULE, Attempt, History, StageResult
+from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.loop.history import RANKING_RULE, History
+from swizzleperf.records.attempt import Attempt, StageResult
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.records.report import BottleneckReport
-from swizzleperf.loop.rundir import KernelRef, RunDir
+from swizzleperf.loop.rundir import RunDir
+from swizzleperf.records.run import KernelRef
 
 ROOT = Path(__file__).resolve().parents[1]
 MI300X = PRESETS["mi300x"]

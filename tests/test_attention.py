@@ -28,9 +28,9 @@ from swizzleperf.validation.bijectivity import (
 )
 from swizzleperf.validation.correctness import check_correctness
 from swizzleperf.remaps.families import FamilyInstance
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.proposers.search import candidate_space
+from swizzleperf.remaps.space import candidate_space
 from swizzleperf.remaps.check import static_check
 from swizzleperf.remaps.evaluate.evaluator import evaluate
 from swizzleperf.sim.capture.capture import cached_trace_path, capture_trace

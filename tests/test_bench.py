@@ -17,7 +17,7 @@ from swizzleperf.workflows.bench.suite import (
     run_bench,
 )
 from swizzleperf.errors import ContractError
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.loop.rundir import RunDir
@@ -207,6 +207,8 @@ def test_other_sizes_carry_the_speedup_where_the_profiler_times(tmp_path, monkey
 
     class TimingProfiler:
         name = "ncu"
+        measures = True
+        run_to_run_pts = 1.3
 
         def profile(self, kernel, source, size):
             hit, p20, median, p80 = timed[source.strip()]

@@ -8,7 +8,7 @@ import pytest
 
 from swizzleperf.sim.bounds import achievable as bound_module
 from swizzleperf.sim.bounds.achievable import Achievable, achievable_bound, assignment_fetches, read_only_nets
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.sim.engine import prepare

@@ -12,7 +12,7 @@ import pytest
 
 from swizzleperf.loop import assemble as session
 from swizzleperf.cli.main import main
-from swizzleperf.proposers.base import Proposal
+from swizzleperf.records.proposal import Proposal
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = ROOT / "tests" / "data" / "no_reference.py"

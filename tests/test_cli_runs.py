@@ -7,10 +7,12 @@ import pytest
 from typer.testing import CliRunner
 
 from swizzleperf.cli import main as cli
-from swizzleperf.hardware.spec import PRESETS
-from swizzleperf.loop.history import RANKING_RULE, Attempt, StageResult
+from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.loop.history import RANKING_RULE
+from swizzleperf.records.attempt import Attempt, StageResult
 from swizzleperf.records.report import BottleneckReport
-from swizzleperf.loop.rundir import BestRef, KernelRef, RunDir
+from swizzleperf.loop.rundir import RunDir
+from swizzleperf.records.run import BestRef, KernelRef
 
 runner = CliRunner()
 

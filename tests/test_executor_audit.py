@@ -15,7 +15,7 @@ from swizzleperf.lab.audit import (
     shared_gpu,
 )
 from swizzleperf.loop.executors.base import placed_gpu
-from swizzleperf.loop.history import Attempt, StageResult
+from swizzleperf.records.attempt import Attempt, StageResult
 from swizzleperf.records.report import BottleneckReport
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)

@@ -15,7 +15,7 @@ import pytest
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.executors import InProcess, make_executor
 from swizzleperf.loop.executors.pool import ProcessPool
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
@@ -154,6 +154,8 @@ class KillingProfiler:
     """The simulator, except that profiling REVERSE kills its process the first time, ROTATE every time."""
 
     name = "sim"
+    measures = False
+    run_to_run_pts = 0.0
 
     def __init__(self, inner: SimProfiler, flags: Path):
         self.inner, self.flags = inner, flags

@@ -7,10 +7,12 @@ import pytest
 
 from swizzleperf.validation.bijectivity import bijectivity_grids
 from swizzleperf.remaps.families import FAMILIES, FamilyInstance
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature, load_kernel
-from swizzleperf.proposers.base import AttemptView, ProposalContext
-from swizzleperf.proposers.search import SearchProposer, candidate_space
+from swizzleperf.proposers.base import ProposalContext
+from swizzleperf.records.proposal import AttemptView
+from swizzleperf.proposers.search import SearchProposer
+from swizzleperf.remaps.space import candidate_space
 from swizzleperf.remaps.check import normalise, static_check
 from swizzleperf.remaps.evaluate.evaluator import evaluate
 from swizzleperf.records.report import BottleneckReport

@@ -19,7 +19,7 @@ from swizzleperf.lab.fidelity.ranks import spearman, spearman_with_ties, tie_gro
 from swizzleperf.lab.fidelity.recordings import averaged, measured_read_hit_pct, reproducibility, same_remaps
 from swizzleperf.lab.fidelity.measure import fidelity_remaps, kernel_record
 from swizzleperf.lab.fidelity.records import Measurement, merged
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers import ncu
 

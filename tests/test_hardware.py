@@ -2,9 +2,12 @@
 
 import pytest
 
-from swizzleperf.hardware import spec as hardware
+from swizzleperf.hardware import detect as detection
+from swizzleperf.hardware import presets
+from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.errors import HardwareSpecError
-from swizzleperf.hardware.spec import PRESETS, HardwareSpec
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.hardware.presets import PRESETS
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -28,7 +31,7 @@ def test_mi300x_matches_the_published_layout():
 def test_spec_file_with_base_and_overrides(tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text("base: mi300x\nname: mi300x-xor\nset_index: xor_fold\nprograms_per_cu: 4\n")
-    spec, why = hardware.resolve(str(path))
+    spec, why = resolve_hardware(str(path))
     assert spec.name == "mi300x-xor" and spec.set_index == "xor_fold" and spec.programs_per_cu == 4
     assert spec.num_domains == 8 and "spec file" in why
 
@@ -36,7 +39,7 @@ def test_spec_file_with_base_and_overrides(tmp_path):
 def test_full_json_spec_file(tmp_path):
     path = tmp_path / "h.json"
     path.write_text(PRESETS["h100"].model_dump_json())
-    assert hardware.resolve(str(path))[0] == PRESETS["h100"]
+    assert resolve_hardware(str(path))[0] == PRESETS["h100"]
 
 
 @pytest.mark.parametrize("text, field", [
@@ -57,19 +60,19 @@ def test_malformed_spec_is_rejected_naming_the_field(tmp_path, text, field):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     with pytest.raises(HardwareSpecError) as err:
-        hardware.resolve(str(path))
+        resolve_hardware(str(path))
     assert field in str(err.value)
 
 
 def test_unknown_name_and_missing_file():
     with pytest.raises(HardwareSpecError, match="unknown hardware 'mi3000'.*mi300x"):
-        hardware.resolve("mi3000")
+        resolve_hardware("mi3000")
     with pytest.raises(HardwareSpecError, match="does not exist"):
-        hardware.resolve("/nonexistent/spec.yaml")
+        resolve_hardware("/nonexistent/spec.yaml")
 
 
 def test_default_without_gpu_is_mi300x():
-    spec, why = hardware.resolve(None)
+    spec, why = resolve_hardware(None)
     assert spec.name == "mi300x" and "no GPU detected" in why
 
 
@@ -95,31 +98,31 @@ def _fake_gpu(monkeypatch, props, hip: str | None):
 
 def test_detect_cuda_reads_torch_properties(monkeypatch):
     _fake_gpu(monkeypatch, _Props("NVIDIA H200", 132, 60 * 2**20), hip=None)
-    spec = hardware.detect()
+    spec = detection.detect()
     assert (spec.vendor, spec.num_domains, spec.cus_per_domain, spec.l2_bytes_per_domain) == ("nvidia", 1, 132, 60 * 2**20)
     assert spec.dispatch.policy == "in_order" and "132 SMs" in spec.source
     # Hopper: 32 B sectors and the unified L1 (224 KB once a kernel's minimum carve-out is taken)
     assert (spec.sector_bytes, spec.l1_bytes_per_cu, spec.unified_l1_bytes_per_cu) == (32, 224 * 2**10, 256 * 2**10)
     # 132 SMs: a GH100 with the measured two-partition layout
-    assert (spec.l2_partitions, spec.cu_partition) == (2, hardware.PRESETS["h100"].cu_partition)
+    assert (spec.l2_partitions, spec.cu_partition) == (2, presets.PRESETS["h100"].cu_partition)
     assert "two L2 partitions" in spec.source
     _fake_gpu(monkeypatch, _Props("NVIDIA A100", 108, 40 * 2**20, major=8), hip=None)
-    other = hardware.detect()
+    other = detection.detect()
     assert other.l1_bytes_per_cu == 0 and "L1 not modelled" in other.source
 
 
 def test_detect_rocm_uses_the_hip_xcc_count_and_normalises_l2_per_xcd(monkeypatch):
     _fake_gpu(monkeypatch, _Props("AMD Instinct MI300X", 304, 32 * 2**20, "gfx942:sramecc+:xnack-"), hip="6.4")
-    monkeypatch.setattr(hardware, "_hip_xcc_count", lambda device: 8)
-    spec = hardware.detect()
+    monkeypatch.setattr(detection, "_hip_xcc_count", lambda device: 8)
+    spec = detection.detect()
     assert (spec.num_domains, spec.cus_per_domain, spec.l2_bytes_per_domain) == (8, 38, 4 * 2**20)  # total / 8
     assert "hipDeviceAttributeNumberOfXccs" in spec.source
 
 
 def test_detect_rocm_without_the_hip_attribute_falls_back_to_the_arch_and_says_so(monkeypatch):
     _fake_gpu(monkeypatch, _Props("AMD Instinct MI300X", 304, 4 * 2**20, "gfx942:sramecc+:xnack-"), hip="6.0")
-    monkeypatch.setattr(hardware, "_hip_xcc_count", lambda device: None)
-    spec = hardware.detect()
+    monkeypatch.setattr(detection, "_hip_xcc_count", lambda device: None)
+    spec = detection.detect()
     assert spec.num_domains == 8 and spec.l2_bytes_per_domain == 4 * 2**20  # older ROCm reports one XCD's L2
     assert "assumed from gfx942 (HIP attribute unavailable)" in spec.source
 
@@ -133,7 +136,7 @@ def test_a_kernels_occupancy_lowers_the_residency_and_never_raises_it():
 
 
 def test_the_h100_layout_is_the_measured_one_and_fills_the_first_wave_evenly():
-    h100 = hardware.PRESETS["h100"]
+    h100 = presets.PRESETS["h100"]
     assert h100.l2_partitions == 2 and sorted(set(h100.cu_partition)) == [0, 1] and sum(h100.cu_partition) == 66
     assert h100.cu_partition[:8] == [0, 0, 1, 1, 1, 1, 1, 1]  # SM pairs (TPCs) share a side
     for per_sm in (1, 4, 12, 16, 20):  # 20: beyond the measured 16 per SM, the sequence repeats
@@ -141,7 +144,7 @@ def test_the_h100_layout_is_the_measured_one_and_fills_the_first_wave_evenly():
         assert len(wave) == 132 * per_sm and all(wave.count(sm) == per_sm for sm in range(132))
     assert h100.first_wave_cus()[:10] == [128, 129, 130, 131, 124, 125, 126, 127, 0, 1]
     # without a measured sequence: CU 0, 1, 2, ... round and round
-    plain = hardware.PRESETS["mi300x"].model_copy(update={"programs_per_cu": 2})
+    plain = presets.PRESETS["mi300x"].model_copy(update={"programs_per_cu": 2})
     assert plain.first_wave_cus()[:40] == list(range(38)) + [0, 1]
 
 

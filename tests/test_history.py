@@ -2,7 +2,8 @@
 
 from datetime import datetime, timezone
 
-from swizzleperf.loop.history import RANKING_RULE, Attempt, History, StageResult, within_noise
+from swizzleperf.loop.history import RANKING_RULE, History, within_noise
+from swizzleperf.records.attempt import Attempt, StageResult
 from swizzleperf.records.report import BottleneckReport, Timing
 
 
@@ -51,7 +52,7 @@ def test_the_grouping_sentence_names_what_die_0_runs():
     import numpy as np
 
     from swizzleperf.loop.artifacts import grouping_sentence
-    from swizzleperf.hardware.spec import PRESETS
+    from swizzleperf.hardware.presets import PRESETS
 
     # XCD-contiguous on 8 dies: slot w -> logical (w % 8) * 4 + w // 8, so die 0 runs logical 0-3
     slots = np.arange(32)

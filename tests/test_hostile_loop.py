@@ -12,7 +12,7 @@ import pytest
 
 from hostile_corpus import DECOY, hook
 from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.proposers.llm.scripted import Failure, ScriptedServer
 from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run

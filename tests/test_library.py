@@ -13,9 +13,10 @@ from rich.console import Console
 from swizzleperf.workflows.apply import apply_entry
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.errors import LibraryError, RunError
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.remaps.library import Library, entry_from_run, transplant
+from swizzleperf.remaps.library import Library, transplant
+from swizzleperf.workflows.export import entry_from_run
 from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer

@@ -6,7 +6,8 @@ import shutil
 import pytest
 
 from swizzleperf.errors import LLMError
-from swizzleperf.hardware.spec import PRESETS, Dispatch
+from swizzleperf.hardware.spec import Dispatch
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.proposers.llm.context import (
     NO_HARDWARE,
@@ -17,7 +18,7 @@ from swizzleperf.proposers.llm.context import (
     select_attempts,
 )
 from swizzleperf.proposers.llm.templates import FILES, PromptSet
-from swizzleperf.proposers.base import AttemptView
+from swizzleperf.records.proposal import AttemptView
 from swizzleperf.records.report import BottleneckReport, DomainStats
 
 HOOK = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import LLMError
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.proposers.llm.scripted import Failure, Reply, ScriptedServer, chat_reply, word_count
-from swizzleperf.proposers.base import LLMUsage, ProposalContext
+from swizzleperf.proposers.base import ProposalContext
+from swizzleperf.records.proposal import LLMUsage
 from swizzleperf.proposers.llm.proposer import make_llm_proposer
 from swizzleperf.records.report import BottleneckReport
 

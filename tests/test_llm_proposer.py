@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import LLMError
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.proposers.llm.scripted import Failure, ScriptedServer, chat_reply, word_count
-from swizzleperf.proposers.base import AttemptView, LLMUsage, ProposalContext
+from swizzleperf.proposers.base import ProposalContext
+from swizzleperf.records.proposal import AttemptView, LLMUsage
 from swizzleperf.proposers.llm.proposer import LLMProposer, family_name, make_llm_proposer
 from swizzleperf.remaps.check import normalise, static_check
 from swizzleperf.records.report import BottleneckReport, DomainStats

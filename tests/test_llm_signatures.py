@@ -5,7 +5,7 @@ from dspy.utils.dummies import DummyLM
 
 from swizzleperf.proposers.llm.client import ModelClient
 from swizzleperf.proposers.llm.scripted import chat_reply
-from swizzleperf.proposers.base import LLMUsage
+from swizzleperf.records.proposal import LLMUsage
 from swizzleperf.proposers.llm.signatures import MemoryAnalysis, ProposeSwizzle
 
 PROPOSE_INPUTS = dict(original_code="kernel", bottleneck_report="L2 hit 40%", memory_analysis="rows are shared",

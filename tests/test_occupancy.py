@@ -8,7 +8,7 @@ import pytest
 
 from swizzleperf.hardware import occupancy
 from swizzleperf.errors import SandboxError
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"

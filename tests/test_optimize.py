@@ -16,7 +16,7 @@ from rich.console import Console
 
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.remaps.families import FAMILIES
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler

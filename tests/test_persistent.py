@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import ContractError
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 
@@ -109,7 +109,8 @@ def test_a_remap_that_deals_the_long_causal_tiles_to_one_program_ranks_after_the
     a higher hit rate, if any, does not make up for a schedule that ends with its busiest program."""
     from datetime import datetime, timezone
 
-    from swizzleperf.loop.history import Attempt, History, StageResult, measurably_slower, slower_reason
+    from swizzleperf.loop.history import History, measurably_slower, slower_reason
+    from swizzleperf.records.attempt import Attempt, StageResult
 
     path = tmp_path / "attention_persistent.py"
     path.write_text(KERNEL.read_text().replace("SIZES = {", 'SIZES = {\n    "causal_2x512": {"batch": 1, "heads": 2, '

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.sim.engine import DRAM_FETCHES, PROMOTED_MISSES, READ_HITS, READ_LOOKUPS, simulate
 from swizzleperf.sim.trace.record import Trace
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from swizzleperf.errors import ProfilerError
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature, KernelFile, load_kernel
 from swizzleperf.profilers import ncu, rocprof, select, timer
 from swizzleperf.profilers.runner import (
@@ -626,7 +626,7 @@ def test_time_kernel_on_the_gpu(softmax: KernelFile):
 @pytest.mark.gpu
 @pytest.mark.ncu
 def test_ncu_profile_on_the_gpu(softmax: KernelFile):
-    from swizzleperf.hardware.spec import detect
+    from swizzleperf.hardware.detect import detect
 
     if not _gpu() or shutil.which("ncu") is None:
         pytest.skip("needs a CUDA GPU and ncu on PATH")
@@ -638,7 +638,7 @@ def test_ncu_profile_on_the_gpu(softmax: KernelFile):
 @pytest.mark.gpu
 @pytest.mark.rocprof
 def test_rocprof_profile_on_the_gpu(softmax: KernelFile):
-    from swizzleperf.hardware.spec import detect
+    from swizzleperf.hardware.detect import detect
 
     if not _gpu() or shutil.which("rocprofv3") is None:
         pytest.skip("needs a ROCm GPU and rocprofv3 on PATH")

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("z3")
 
 from swizzleperf.remaps.families import FamilyInstance  # noqa: E402
-from swizzleperf.hardware.spec import PRESETS  # noqa: E402
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.remaps.inverses import inverse_signature, render_inverse  # noqa: E402
 from swizzleperf.kernel.contract import HookSignature  # noqa: E402
 from swizzleperf.validation.proofs import concrete  # noqa: E402
@@ -20,7 +20,7 @@ from swizzleperf.validation.proofs.certificates import certificate, certificates
 from swizzleperf.validation.proofs.hook import prove_checked  # noqa: E402
 from swizzleperf.validation.proofs.symexec import Executor  # noqa: E402
 from swizzleperf.validation.proofs.verdict import INT32_MAX  # noqa: E402
-from swizzleperf.proposers.search import candidate_space  # noqa: E402
+from swizzleperf.remaps.space import candidate_space
 from swizzleperf.remaps.check import static_check  # noqa: E402
 
 HOOKS = (HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",)),

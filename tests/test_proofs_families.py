@@ -21,10 +21,10 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.hardware.spec import PRESETS  # noqa: E402
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature, parse_hook  # noqa: E402
 from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
-from swizzleperf.proposers.search import candidate_space  # noqa: E402
+from swizzleperf.remaps.space import candidate_space
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = {

@@ -7,14 +7,16 @@ import pytest
 
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.remaps.families import FamilyInstance
-from swizzleperf.hardware.spec import PRESETS, Dispatch, HardwareSpec
+from swizzleperf.hardware.spec import Dispatch, HardwareSpec
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.proposers.llm.extract import extract_hook
 from swizzleperf.profilers.sim import SimProfiler
-from swizzleperf.proposers.base import Proposal
-from swizzleperf.proposers.search import candidate_space, render
+from swizzleperf.records.proposal import Proposal
+from swizzleperf.proposers.search import render
+from swizzleperf.remaps.space import candidate_space
 from swizzleperf.kernel import candidate
-from swizzleperf.validation.loop_order import sawtooth
+from swizzleperf.remaps.loop_orders import sawtooth
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = load_kernel(ROOT / "kernels" / "attention_persistent.py")

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from test_sim_engine import CONFIGS, engine_counts, make_spec, make_trace, random_programs
 
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.sim import chunks
 from swizzleperf.sim.engine import prepare, simulate
 from swizzleperf.sim.trace.stored import StoredTrace, write_trace

@@ -7,7 +7,7 @@ import pytest
 
 from swizzleperf.errors import ContractError
 from swizzleperf.remaps.families import FAMILIES
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.workflows.sweep.shapes import (

@@ -12,10 +12,10 @@ from swizzleperf.validation import correctness
 from swizzleperf.remaps import work
 from swizzleperf.validation.bijectivity import bijectivity_grids
 from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.hardware.spec import PRESETS
+from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature, load_kernel
-from swizzleperf.proposers.base import Proposal
-from swizzleperf.proposers.search import candidate_space
+from swizzleperf.records.proposal import Proposal
+from swizzleperf.remaps.space import candidate_space
 from swizzleperf.remaps.check import static_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def test_a_loop_order_hook_is_counted_per_call_before_the_interpreter_runs_it(mo
 
 
 def test_the_sawtooth_is_far_below_the_loop_order_budget():
-    from swizzleperf.validation.loop_order import bind_local_tile, sawtooth
+    from swizzleperf.remaps.loop_orders import bind_local_tile, sawtooth
 
     kernel = load_kernel(ROOT / "kernels/attention_persistent.py")
     fn = static_check(bind_local_tile(sawtooth(kernel.loop_order), kernel.loop_order, 0), kernel.loop_order.over_steps())

@@ -9,7 +9,10 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from swizzleperf.hardware import spec as hardware
+from swizzleperf.hardware import detect as detection
+from swizzleperf.hardware import presets
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.cli.app import (
     BatchOpt,
     HardwareOpt,
@@ -39,15 +42,15 @@ def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec i
     """List hardware presets and the detected local GPU."""
     from swizzleperf.cli.render import spec_table
     if show is not None:
-        spec, why = hardware.resolve(show)
+        spec, why = resolve_hardware(show)
         if as_json:
             print(spec.model_dump_json(indent=2))
             return
         console.print(spec_table([(spec.name, spec)], console.width))
         console.print(f"{spec.describe()}\nsource: {spec.source}\n({why})")
         return
-    detected = hardware.detect()
-    rows = [(name, spec) for name, spec in hardware.PRESETS.items()]
+    detected = detection.detect()
+    rows = [(name, spec) for name, spec in presets.PRESETS.items()]
     if detected is not None:
         rows.insert(0, (f"{detected.name} (detected)", detected))
     if as_json:
@@ -55,7 +58,7 @@ def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec i
         return
     console.print(spec_table(rows, console.width))
     if detected is None:
-        console.print(f"No GPU detected: commands default to the [bold]{hardware.DEFAULT_PRESET}[/] preset.")
+        console.print(f"No GPU detected: commands default to the [bold]{presets.DEFAULT_PRESET}[/] preset.")
 
 
 # --- check -----------------------------------------------------------------------------------
@@ -76,10 +79,10 @@ def check(kernel_path: str = KernelArg,
     cannot be read, or the checker itself failed).
     """
     from swizzleperf.loop.pipeline import CandidateEvaluator
-    from swizzleperf.proposers.base import Proposal
+    from swizzleperf.records.proposal import Proposal
 
     kernel = load_kernel(find_kernel(kernel_path))
-    spec, why = hardware.resolve(hw_name)
+    spec, why = resolve_hardware(hw_name)
     console.print(f"[green]✓[/] contract: {kernel.path.name} hook [bold]{kernel.hook.render()}[/], "
                   f"sizes {', '.join(kernel.sizes)} (default {kernel.default_size})")
     console.print(f"  hardware {spec.name} ({why})")
@@ -100,7 +103,7 @@ def check(kernel_path: str = KernelArg,
     _print_check(attempt, kernel, spec, own_remap=remap is None)
 
 
-def _print_check(attempt, kernel: KernelFile, spec: hardware.HardwareSpec, own_remap: bool) -> None:
+def _print_check(attempt, kernel: KernelFile, spec: HardwareSpec, own_remap: bool) -> None:
     """Each stage on a line, then the verdict; exits 1 for a rejected remap, 2 for what could not be checked
     or a kernel that fails with its own remap."""
     for stage in attempt.stages:
@@ -123,7 +126,7 @@ def _print_check(attempt, kernel: KernelFile, spec: hardware.HardwareSpec, own_r
     console.print("[green]OK[/]: the remap is safe to use with this kernel")
 
 
-def _check_own_loop_order(kernel: KernelFile, spec: hardware.HardwareSpec) -> bool:
+def _check_own_loop_order(kernel: KernelFile, spec: HardwareSpec) -> bool:
     """The kernel's LOOP_ORDER_HOOK: a permutation of the steps for every trip count (one line)."""
     from swizzleperf.validation.loop_order import check_kernel_loop_order
     try:
@@ -156,7 +159,7 @@ def profile(kernel_path: str = KernelArg,
     kernel = load_kernel(find_kernel(kernel_path))
     size = size or kernel.default_size
     kernel.size(size)
-    spec, why = hardware.resolve(hw_name)
+    spec, why = resolve_hardware(hw_name)
     with _progress() as progress:
         prof, prof_why = select_profiler(profiler_name, spec, progress=_capture_progress(progress))
         console.print(f"hardware {spec.name} ({why}); profiler {prof.name} ({prof_why})")
@@ -212,13 +215,14 @@ def _print_set_index_spread(kernel: KernelFile, spec, size: str, remaps: list[tu
     console.print(table)
 
 
-def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: str) -> None:
+def _validate_or_exit(kernel: KernelFile, spec: HardwareSpec, source: str) -> None:
     """Static checks and bijectivity (of its loop order too) before a candidate is profiled (correctness:
     use `check`)."""
     from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
-    from swizzleperf.loop.pipeline import hook_constants
+    from swizzleperf.hardware.spec import hook_constants
     from swizzleperf.remaps.check import static_check
-    from swizzleperf.validation.loop_order import check_kernel_loop_order, static_check_loop_order
+    from swizzleperf.validation.loop_order import check_kernel_loop_order
+    from swizzleperf.remaps.loop_orders import static_check_loop_order
     parts = kernel.parts(source)
     static_check(parts.remap, kernel.hook)
     grids = bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
@@ -235,7 +239,7 @@ def _validate_or_exit(kernel: KernelFile, spec: hardware.HardwareSpec, source: s
 
 
 def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None, path: Path) -> None:
-    from swizzleperf.loop.pipeline import hook_constants
+    from swizzleperf.hardware.spec import hook_constants
     from swizzleperf.loop.plots import plot_tile_map
     from swizzleperf.validation.bijectivity import logical_ids
     from swizzleperf.hardware.dispatch import slot_domains

@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.loop.history import Attempt, History, slower_reason
+from swizzleperf.loop.history import History, slower_reason
+from swizzleperf.records.attempt import Attempt
 from swizzleperf.records.report import BottleneckReport, ceiling_text
 
 MiB = 1024 * 1024

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from swizzleperf.hardware import spec as hardware
+from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.cli.app import (
     HardwareOpt,
     KernelArg,
@@ -24,7 +24,7 @@ from swizzleperf.cli.app import (
     library_app,
     runs_app,
 )
-from swizzleperf.errors import ContractError, SwizzlePerfError
+from swizzleperf.errors import SwizzlePerfError
 from swizzleperf.kernel.contract import find_kernel, load_kernel
 from swizzleperf.records.report import ceiling_text
 
@@ -97,15 +97,8 @@ def export(run_ref: str = typer.Argument(..., metavar="RUN"),
            force: bool = typer.Option(False, "--force", help="replace an entry of the same name"),
            runs_dir: Path = RunsDirOpt) -> None:
     """Store the best remap of a run in the swizzle library."""
-    from swizzleperf.remaps.library import Library, entry_from_run
-    from swizzleperf.loop.rundir import RunDir, find_run
-    run = RunDir.open(find_run(run_ref, runs_dir))
-    kernel_hook = load_kernel(run.record.kernel.path).hook if Path(run.record.kernel.path).exists() else None
-    if kernel_hook is None:
-        raise ContractError(f"the run's kernel {run.record.kernel.path} no longer exists; its hook signature is needed")
-    lib = Library(library)
-    entry = entry_from_run(run, name, kernel_hook)
-    path = lib.add(entry, replace=force)
+    from swizzleperf.workflows.export import export_run
+    lib, entry, path = export_run(run_ref, name, library, runs_dir, replace=force)
     console.print(f"[green]✓[/] {name}: {escape(entry.summary())}\n  wrote {path}; use it with "
                   f"[bold]from {lib.root.name} import {name}[/] (with {lib.root.parent.resolve()} on sys.path)")
 
@@ -159,7 +152,7 @@ def apply(name: str = typer.Argument(..., help="library entry"),
     entry = Library(library).get(name)
     kernel = load_kernel(find_kernel(kernel_path))
     size = size or kernel.default_size
-    spec, why = hardware.resolve(hw_name)
+    spec, why = resolve_hardware(hw_name)
     with _progress() as progress:
         prof, prof_why = select_profiler(profiler_name, spec, progress=_capture_progress(progress))
         task = progress.add_task("validating", total=None)

@@ -2,23 +2,19 @@
 
 A spec answers four questions: how many L2 domains (dies) there are, how big each one's L2
 is and how it is organised, how programs are dispatched to the domains, and how many programs
-a domain runs at once. Presets carry sourced values; `detect()` reads the local GPU; a user
-can supply a YAML/JSON file with the same fields.
+a domain runs at once. Presets (presets.py) carry sourced values; detect.py reads the local GPU;
+a user can supply a YAML/JSON file with the same fields.
 """
 
 from __future__ import annotations
 
-import ctypes
-import difflib
-import json
-from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swizzleperf.errors import HardwareSpecError
-from swizzleperf.hardware.layouts.measured import first_wave_sequence, sm_partition
+from swizzleperf.kernel.contract import KernelFile
+
 
 MiB = 1024 * 1024
 
@@ -227,180 +223,6 @@ class HardwareSpec(BaseModel):
                                    if self.dispatch.walk else "."))
 
 
-KiB = 1024
-_CDNA3 = dict(vendor="amd", num_domains=8, l2_bytes_per_domain=4 * MiB, line_bytes=128, l2_ways=16,
-              dispatch=Dispatch(policy="round_robin", chunk=1), next_level="Infinity Cache (MALL)",
-              next_level_bytes=256 * MiB, l1_bytes_per_cu=32 * KiB)
-# Hopper: 256 KB of L1 and shared memory per SM; a kernel without shared memory still gets a 32 KB
-# carve-out (ncu launch__shared_mem_config_size on an H100), which leaves 224 KB of L1.
-_HOPPER = dict(vendor="nvidia", num_domains=1, line_bytes=128, sector_bytes=32, l2_ways=16,
-               dispatch=Dispatch(policy="in_order"), unified_l1_bytes_per_cu=256 * KiB, l1_bytes_per_cu=224 * KiB)
-# GH100 with 132 SMs (H100 SXM, H200): two L2 partitions; SM sides, scheduler order and the L1 as measured on an
-# H100. The L1's index is an unpublished hash (benchmarks/probe_l1.py): a random cycle of lines re-walked
-# conflicts like an 8-way cache with a random index (mean error 0.06 of the hit fraction; 16 ways: 0.08), but
-# lines at power-of-two strides (1 to 1024 lines apart) all hit up to 192 KB, which no random index gives, and
-# real tile loads miss only compulsorily (stencil2d: 337 sectors per program requested from L2, 336 compulsory).
-# Of the random-index models, 16 ways comes closest to the L1 -> L2 read requests ncu counted on 13 kernels
-# (mean error 1.4 %; 8 ways: 1.8 %, whose conflicts on stencil2d's tiles cost +7.5 %), so the model takes 16.
-# A read miss fetches the 64-byte half of the line around each missing sector (benchmarks/probe_pending.py on an
-# H100: one 32 B sector read per line, cold, costs two sector misses and 64 B of DRAM; a hit is one lookup).
-# The scheduler walks the H100's SM order (sim/scheduler.py); the H200's walk was recorded too, the same within 0.012.
-_GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"), l1_ways=16, l2_fetch_bytes=64)
-
-
-def _gh100_dispatch(peak_dram_gb_per_s: float) -> Dispatch:
-    return Dispatch(policy="in_order", first_wave=first_wave_sequence("h100"),
-                    walk=SchedulerWalk(peak_dram_bytes_per_ns=peak_dram_gb_per_s))
-
-
-PRESETS: dict[str, HardwareSpec] = {
-    spec.name: spec
-    for spec in [
-        HardwareSpec(name="mi300x", cus_per_domain=38, **_CDNA3,
-                     source="AMD CDNA3 white paper: 8 XCDs x 38 CUs, 4 MB 16-way L2 per XCD, 128 B lines, "
-                            "32 KB vector L1 per CU (associativity unpublished, 4 assumed), 256 MB Infinity "
-                            "Cache; round-robin workgroup dispatch (AMD MI300X tuning guide)"),
-        HardwareSpec(name="mi325x", cus_per_domain=38, **_CDNA3,
-                     source="same CDNA3 compute dies as MI300X (AMD MI325X data sheet)"),
-        HardwareSpec(name="mi355x", cus_per_domain=32, **{**_CDNA3, "l1_bytes_per_cu": 32 * KiB},
-                     source="AMD CDNA4 white paper: 8 XCDs x 32 CUs, 4 MB L2 per XCD, 32 KB vector L1 per CU, "
-                            "256 MB Infinity Cache"),
-        HardwareSpec(name="h100", cus_per_domain=132, l2_bytes_per_domain=50 * MiB, next_level="HBM3",
-                     **{**_HOPPER, **_GH100_132, "dispatch": _gh100_dispatch(3350.0)},
-                     source="NVIDIA H100 SXM: 132 SMs, 50 MB L2 in two partitions, 128 B lines of four 32 B sectors, "
-                            "256 KB L1/shared per SM (Hopper tuning guide, A100/H100 whitepapers); which SMs are near "
-                            "which partition and the scheduler's SM order measured on an H100 "
-                            "(benchmarks/probe_l2_partitions.py), its walk fitted on spin programs "
-                            "(benchmarks/scheduler_model.py); HBM3 3.35 TB/s peak (H100 SXM data sheet); L1 "
-                            "hash-indexed 16-way LRU, chosen against measured L1 traffic (benchmarks/probe_l1.py); a "
-                            "read miss fetches 64 B (L2 fetch granularity, measured: benchmarks/probe_pending.py); L2 "
-                            "associativity unpublished, 16 assumed"),
-        HardwareSpec(name="h200", cus_per_domain=132, l2_bytes_per_domain=60 * MiB, next_level="HBM3e",
-                     **{**_HOPPER, **_GH100_132, "dispatch": _gh100_dispatch(4800.0)},
-                     source="NVIDIA H200: 132 SMs; L2 60 MB as reported by torch.cuda.get_device_properties; "
-                            "HBM3e 4.8 TB/s peak (H200 data sheet); scheduler walk as the H100's (recorded on an "
-                            "H200 too); otherwise as H100, SM layout, L1 ways and the 64 B fetch as measured on an "
-                            "H100 (not verified on an H200); L2 associativity unpublished, 16 assumed"),
-        HardwareSpec(name="gb10", cus_per_domain=48, l2_bytes_per_domain=24 * MiB, next_level="LPDDR5x",
-                     **{**_HOPPER, "unified_l1_bytes_per_cu": 128 * KiB, "l1_bytes_per_cu": 96 * KiB},
-                     source="NVIDIA GB10: 48 SMs, 24 MB L2, 128 KB L1/shared per SM (Blackwell consumer SM); "
-                            "associativity unpublished, 16 (L2) and 4 (L1) assumed"),
-    ]
-}
-
-DEFAULT_PRESET = "mi300x"
-
-
-def load_spec_file(path: Path) -> HardwareSpec:
-    """Read a user spec (YAML or JSON) and validate it; errors name the offending field."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise HardwareSpecError(f"cannot read hardware spec {path}: {exc.strerror}") from exc
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise HardwareSpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise HardwareSpecError(f"{path} must hold a mapping of spec fields, e.g. the output of "
-                                f"`swizzleperf hw --show mi300x --json`")
-    base = data.pop("base", None)
-    if base is not None:  # `base: mi300x` plus overrides is the common way to write a variant
-        if base not in PRESETS:
-            raise HardwareSpecError(f"{path}: base '{base}' is not a preset ({', '.join(PRESETS)})")
-        data = {**PRESETS[base].model_dump(), "name": f"{base}-custom", **data}
-    try:
-        return HardwareSpec.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(_problem_text(e) for e in exc.errors())
-        raise HardwareSpecError(f"invalid hardware spec {path}: {problems}") from exc
-
-
-def _problem_text(error: dict) -> str:
-    """One validation problem; an unknown field names the field it most likely means."""
-    loc = [str(part) for part in error["loc"]]
-    where = ".".join(loc) or "spec"
-    if error["type"] != "extra_forbidden":
-        return f"{where}: {error['msg']}"
-    model = Dispatch if loc[:1] == ["dispatch"] else HardwareSpec
-    fields = list(model.model_fields)
-    # AMD calls a domain an XCD (or XCC), others a die: the spec's own word is "domain"
-    spelled = loc[-1].lower().replace("xcds", "domains").replace("xccs", "domains").replace("dies", "domains")
-    spelled = spelled.replace("xcd", "domain").replace("xcc", "domain").replace("die", "domain")
-    close = difflib.get_close_matches(spelled, fields, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]}?" if close else f"the fields are {', '.join(fields)}"
-    return f"{where}: not a field of a {'dispatch' if model is Dispatch else 'hardware spec'} ({hint})"
-
-
-def resolve(name_or_path: str | None) -> tuple[HardwareSpec, str]:
-    """The spec to use and a sentence saying why it was chosen.
-
-    None means: the local GPU when one is detected, else the default preset.
-    """
-    if name_or_path is None:
-        detected = detect()
-        if detected is not None:
-            return detected, f"detected local GPU ({detected.source})"
-        return PRESETS[DEFAULT_PRESET], f"no GPU detected; default preset {DEFAULT_PRESET}"
-    if name_or_path in PRESETS:
-        return PRESETS[name_or_path], f"preset {name_or_path}"
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml", ".json") or path.exists():
-        if not path.exists():
-            raise HardwareSpecError(f"hardware spec file {path} does not exist")
-        return load_spec_file(path), f"spec file {path}"
-    raise HardwareSpecError(f"unknown hardware '{name_or_path}': use a preset ({', '.join(PRESETS)}) "
-                            f"or a .yaml/.json spec file")
-
-
-# --- detection ----------------------------------------------------------------------------
-
-_HIP_ATTRIBUTE_NUMBER_OF_XCCS = 10018  # hipDeviceAttributeNumberOfXccs, ROCm 7+
-_XCDS_BY_ARCH = {"gfx942": 8, "gfx950": 8}  # MI300X/MI325X, MI350X/MI355X
-_LARGEST_SINGLE_XCD_L2 = 8 * MiB  # no XCD has more; a larger value from torch is the total
-
-
-def _hip_xcc_count(device: int) -> int | None:
-    try:
-        hip = ctypes.CDLL("libamdhip64.so")
-    except OSError:
-        return None
-    value = ctypes.c_int(0)
-    status = hip.hipDeviceGetAttribute(ctypes.byref(value), _HIP_ATTRIBUTE_NUMBER_OF_XCCS, device)
-    return value.value if status == 0 and value.value > 0 else None
-
-
-def detect(device: int = 0) -> HardwareSpec | None:
-    """A spec for the local GPU, or None when there is none (or torch cannot see it)."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    props = torch.cuda.get_device_properties(device)
-    l2 = int(getattr(props, "L2_cache_size", 0)) or 4 * MiB
-    if getattr(torch.version, "hip", None):
-        arch = getattr(props, "gcnArchName", "").split(":")[0]
-        xccs = _hip_xcc_count(device)
-        how = "hipDeviceAttributeNumberOfXccs"
-        if xccs is None:
-            xccs = _XCDS_BY_ARCH.get(arch, 1)
-            how = f"assumed from {arch or 'unknown arch'} (HIP attribute unavailable)"
-        per_xcd = l2 // xccs if l2 > _LARGEST_SINGLE_XCD_L2 else l2
-        return HardwareSpec(
-            name=f"local-{arch or 'rocm'}", vendor="amd", num_domains=xccs,
-            cus_per_domain=max(1, props.multi_processor_count // xccs), l2_bytes_per_domain=per_xcd,
-            dispatch=Dispatch(policy="round_robin"), l1_bytes_per_cu=_CDNA3["l1_bytes_per_cu"],
-            source=f"{props.name}: {xccs} XCDs ({how}), L2 {per_xcd // MiB} MB per XCD from torch")
-    sms = props.multi_processor_count
-    hopper = getattr(props, "major", 0) == 9  # the L1/shared sizes are Hopper's; elsewhere the L1 is not modelled
-    layout = _GH100_132 if hopper and sms == len(_GH100_132["cu_partition"]) else {}
-    sets_unit = 128 * 16 * layout.get("l2_partitions", 1)
-    return HardwareSpec(
-        name=f"local-{props.name.replace(' ', '-').lower()}", cus_per_domain=sms,
-        l2_bytes_per_domain=l2 // sets_unit * sets_unit,
-        **(_HOPPER if hopper else {**_HOPPER, "unified_l1_bytes_per_cu": None, "l1_bytes_per_cu": 0}) | layout,
-        source=f"{props.name}: {sms} SMs, L2 {l2 / MiB:g} MB from torch"
-               + ("; two L2 partitions, SM layout as measured on an H100" if layout else "; L2 modelled as one")
-               + ("" if hopper else "; not a Hopper GPU: L1 not modelled"))
+def hook_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
+    """Values of the hook's constexpr parameters: the die count."""
+    return {name: hw.num_domains for name in kernel.hook.constexprs}

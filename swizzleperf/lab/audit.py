@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from swizzleperf.workflows.bench.records import BenchReport, KernelResult
-from swizzleperf.loop.history import Attempt
+from swizzleperf.records.attempt import Attempt
 from swizzleperf.loop.rundir import RunDir
 
 

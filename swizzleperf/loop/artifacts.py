@@ -15,9 +15,10 @@ import numpy as np
 from swizzleperf.loop import plots
 from swizzleperf.untrusted import source_text
 from swizzleperf.validation.bijectivity import logical_ids
-from swizzleperf.loop.pipeline import hook_constants
+from swizzleperf.hardware.spec import hook_constants
 from swizzleperf.remaps.placement import grouping_sentence
-from swizzleperf.loop.history import Attempt, History, slower_reason, within_noise
+from swizzleperf.loop.history import History, slower_reason, within_noise
+from swizzleperf.records.attempt import Attempt
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.profilers.timer import speedup
 from swizzleperf.validation.proof_status import docstring_line, proof_tag

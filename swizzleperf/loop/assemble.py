@@ -17,10 +17,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, TaskID
 
-from swizzleperf.hardware import spec as hardware
+from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.errors import ContractError, RunError
 from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.loop.history import Attempt, History, Stage, within_noise
+from swizzleperf.loop.history import History, within_noise
+from swizzleperf.records.attempt import Attempt, Stage
 from swizzleperf.kernel.contract import find_kernel, load_kernel
 from swizzleperf.loop.executors import Candidate, Executor, make_executor
 from swizzleperf.loop.optimize import (
@@ -33,7 +34,8 @@ from swizzleperf.loop.optimize import (
     start_run,
 )
 from swizzleperf.profilers.select import select_profiler
-from swizzleperf.proposers.base import Proposal, Proposer
+from swizzleperf.proposers.base import Proposer
+from swizzleperf.records.proposal import Proposal
 from swizzleperf.proposers.search import SearchProposer
 from swizzleperf.cli.render import attempts_table, capture_progress, progress_bar
 from swizzleperf.records.report import ceiling_text
@@ -197,7 +199,7 @@ def _new_run(request: OptimizeRequest, console: Console, on_capture):
     kernel = load_kernel(find_kernel(request.kernel_path))
     size = request.size or kernel.default_size
     kernel.size(size)
-    spec, hw_why = hardware.resolve(request.hardware)
+    spec, hw_why = resolve_hardware(request.hardware)
     profiler, prof_why = select_profiler(request.profiler, spec, progress=on_capture)
     proposer_name, note = resolve_proposer(request.proposer, request.model)
     if note:

@@ -7,17 +7,11 @@ as informative to the next proposal as one that was profiled.
 from __future__ import annotations
 
 import difflib
-from datetime import datetime
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.kernel.contract import KernelFile
-from swizzleperf.proposers.base import AttemptView, LLMUsage, Origin
-from swizzleperf.records.report import BottleneckReport
-
-Stage = Literal["propose", "static", "bijectivity", "correctness", "profile"]
-STAGES: tuple[Stage, ...] = ("propose", "static", "bijectivity", "correctness", "profile")
+from swizzleperf.records.attempt import Attempt
+from swizzleperf.records.proposal import AttemptView
+from swizzleperf.records.report import RUN_TO_RUN_PTS
 
 RANKING_RULE = ("accepted attempts ranked by L2 read misses (fewer first: the fetches a remap saves; where the "
                 "L1 passes the same reads to the L2 this is the L2 read hit rate's order, and where it does not, "
@@ -27,72 +21,6 @@ RANKING_RULE = ("accepted attempts ranked by L2 read misses (fewer first: the fe
                 "is measured, its p20 time above the baseline's p80; on a persistent kernel under the simulator, "
                 "its busiest program issuing more than 5 % more loads and stores than the baseline's busiest")
 PREDICTED_SLOWER = 1.05  # a static schedule's time is its busiest program's: the issue's own tolerance
-# How far one remap's measured read hit rate moves between identical runs: the largest range over 8-13 ncu
-# recordings of the same remaps on H100s (stencil2d 1.28 points, gemm's identity 1.24; median 0.25;
-# tests/fixtures/fidelity/repeat*). Attention's block-first orders, at 5-8 %, move by up to 2.9 points over
-# five recordings on five GPUs: a tie rule among those alone would need that. rocprofv3's is not measured yet.
-RUN_TO_RUN_PTS = {"ncu": 1.3}
-
-
-class StageResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    stage: Stage
-    ok: bool
-    detail: str = Field(description="one sentence a person can read")
-    seconds: float
-    data: dict | None = Field(None, description="the stage's own report (bijectivity, correctness), as JSON")
-    checker_failed: bool = Field(False, description="the check itself failed (a kernel that does not load, a "
-                                                    "crash in swizzleperf), not the candidate")
-
-
-class Attempt(BaseModel):
-    """One line of attempts.jsonl."""
-
-    model_config = ConfigDict(extra="forbid")
-    schema_version: int = 1
-    iteration: int
-    origin: Origin
-    family: str
-    rationale: str = ""
-    source: str
-    diff: str = Field(description="unified diff of the kernel file against the original")
-    stages: list[StageResult]
-    report: BottleneckReport | None = None
-    usage: LLMUsage | None = None
-    memory_analysis: str | None = Field(None, description="the LLM's analysis of the kernel, asked once per run "
-                                                          "and recorded on the attempt that asked")
-    started_at: datetime
-    seconds: float
-    device: str | None = Field(None, description="the GPU the candidate was profiled on, where an executor gave "
-                                                 "it one of several: host and GPU id (a pool worker's, or a Ray task's)")
-
-    @property
-    def accepted(self) -> bool:
-        return self.report is not None and all(s.ok for s in self.stages)
-
-    @property
-    def failure(self) -> StageResult | None:
-        return next((s for s in self.stages if not s.ok), None)
-
-    @property
-    def verdict(self) -> str:
-        failure = self.failure
-        if failure is not None:
-            return f"rejected at {failure.stage}"
-        return "accepted" if self.report is not None else "incomplete"
-
-    def view(self, max_diff_lines: int = 40) -> AttemptView:
-        diff = self.diff.splitlines()
-        if len(diff) > max_diff_lines:
-            diff = diff[:max_diff_lines] + [f"... ({len(diff) - max_diff_lines} more lines)"]
-        failure = self.failure
-        return AttemptView(
-            iteration=self.iteration, origin=self.origin, family=self.family, source=self.source,
-            diff="\n".join(diff),
-            accepted=self.accepted, stage=failure.stage if failure else None,
-            reason=failure.detail if failure else None,
-            hit_pct=self.report.hit_pct if self.report else None,
-            report=self.report.summary() if self.report else None)
 
 
 def kernel_diff(kernel: KernelFile, hook_source: str) -> str:

@@ -16,12 +16,15 @@ from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.executors import Candidate, Executor, InProcess
 from swizzleperf.loop.executors.base import evaluate_candidate
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.loop.history import RANKING_RULE, Attempt, History, Stage
+from swizzleperf.loop.history import RANKING_RULE, History
+from swizzleperf.records.attempt import Attempt, Stage
 from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
-from swizzleperf.proposers.base import LLMUsage, Proposal, ProposalContext, Proposer, propose_batch
+from swizzleperf.proposers.base import ProposalContext, Proposer, propose_batch
+from swizzleperf.records.proposal import LLMUsage, Proposal
 from swizzleperf.remaps.check import normalise
-from swizzleperf.loop.rundir import BestRef, KernelRef, PendingBatch, RunDir, RunRecord
+from swizzleperf.loop.rundir import RunDir
+from swizzleperf.records.run import BestRef, KernelRef, PendingBatch, RunRecord
 from swizzleperf.untrusted.parse import echo
 
 

@@ -16,10 +16,12 @@ from swizzleperf.remaps import check as remap
 from swizzleperf.validation import bijectivity, correctness
 from swizzleperf.errors import RemapRejected, SwizzlePerfError
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.loop.history import Attempt, Stage, StageResult, kernel_diff
+from swizzleperf.loop.history import kernel_diff
+from swizzleperf.records.attempt import Attempt, Stage, StageResult
 from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
-from swizzleperf.proposers.base import Proposal
+from swizzleperf.records.proposal import Proposal
+from swizzleperf.remaps import loop_orders
 from swizzleperf.validation import loop_order
 from swizzleperf.untrusted.parse import echo
 
@@ -106,7 +108,7 @@ class CandidateEvaluator:
         remap.static_check(parts.remap, self.kernel.hook)  # raises RemapRejected
         if parts.loop_order is None:
             return True, "parses, right signature, only allowed constructs", None, None
-        loop_order.static_check_loop_order(parts.loop_order, self.kernel.loop_order)
+        loop_orders.static_check_loop_order(parts.loop_order, self.kernel.loop_order)
         return True, "both hooks parse, right signatures, only allowed constructs", None, None
 
     def _bijectivity(self, proposal: Proposal):

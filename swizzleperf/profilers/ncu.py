@@ -54,7 +54,7 @@ from swizzleperf.profilers.runner import (
     write_candidate,
 )
 from swizzleperf.profilers.timer import summarize_times
-from swizzleperf.records.report import BottleneckReport
+from swizzleperf.records.report import RUN_TO_RUN_PTS, BottleneckReport
 
 HIT_RATE_PCT = "lts__t_sector_hit_rate.pct"
 SECTORS = "lts__t_sectors.sum"
@@ -323,6 +323,8 @@ class NcuProfiler:
     """Measure L2 hit rate on the local NVIDIA GPU with Nsight Compute."""
 
     name = "ncu"
+    measures = True
+    run_to_run_pts = RUN_TO_RUN_PTS["ncu"]
 
     def __init__(self, hw: HardwareSpec, binary: str = "ncu", cache_control: CacheControl = "all",
                  timeout: float = 900.0, *, warmup: int = 1, iters: int = 3, num_xcds: int | None = None,

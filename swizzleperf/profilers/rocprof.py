@@ -54,7 +54,7 @@ from swizzleperf.profilers.runner import (
     write_candidate,
 )
 from swizzleperf.profilers.timer import summarize_times
-from swizzleperf.records.report import BottleneckReport, DomainStats
+from swizzleperf.records.report import RUN_TO_RUN_PTS, BottleneckReport, DomainStats
 
 HIT, MISS = "TCC_HIT_sum", "TCC_MISS_sum"
 OUTPUT_NAME = "swizzleperf"
@@ -320,6 +320,8 @@ class RocprofV3Profiler:
     """Measure L2 hit rate on the local AMD GPU with rocprofv3."""
 
     name = "rocprofv3"
+    measures = True
+    run_to_run_pts = RUN_TO_RUN_PTS.get("rocprofv3", 0.0)  # not measured yet
 
     def __init__(self, hw: HardwareSpec, binary: str = "rocprofv3", per_xcd: bool = False, timeout: float = 900.0,
                  *, warmup: int = 1, iters: int = 3, l2: L2State = "flushed", num_xcds: int | None = None,

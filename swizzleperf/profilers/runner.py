@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     import torch
 
-    from swizzleperf.hardware.spec import detect
+    from swizzleperf.hardware.detect import detect
     from swizzleperf.kernel.contract import load_kernel
 
     if not torch.cuda.is_available():

@@ -1,21 +1,22 @@
 """Choose a profiler by name, or let "auto" (the default) pick the best one this machine can run.
 
-auto: rocprofv3 on a ROCm GPU when the binary is found, ncu on a CUDA GPU when found, the
-simulator otherwise, and also when the local GPU is another vendor's than the target hardware. The reason string says what was found, so a run records why its
-numbers are measured or predicted.
+auto: the registry's profiler for the local GPU's runtime when its tool is found (rocprofv3 on
+ROCm, ncu on CUDA), the simulator otherwise, and also when the local GPU is another vendor's than
+the target hardware. The reason string says what was found, so a run records why its numbers are
+measured or predicted.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from swizzleperf.errors import ProfilerError
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.profilers import ncu, rocprof
 from swizzleperf.profilers.base import Profiler
+from swizzleperf.profilers.registry import PROFILERS, entry
 from swizzleperf.profilers.runner import find_tool
 
-PROFILERS = ("sim", "ncu", "rocprofv3", "auto")
+RUNTIME_LABEL = {"rocm": "ROCm GPU", "cuda": "CUDA GPU"}
+VENDOR = {"rocm": "amd", "cuda": "nvidia"}
 
 
 def local_gpu_runtime() -> Literal["rocm", "cuda"] | None:
@@ -29,10 +30,8 @@ def local_gpu_runtime() -> Literal["rocm", "cuda"] | None:
     return "rocm" if getattr(torch.version, "hip", None) else "cuda"
 
 
-def _simulator(hw: HardwareSpec, options: dict[str, Any]) -> Profiler:
-    from swizzleperf.profilers.sim import SimProfiler  # heavy (numba): only when chosen
-
-    return SimProfiler(hw, **options)
+def _predicting(hw: HardwareSpec, options: dict[str, Any]) -> Profiler:
+    return next(e for e in PROFILERS.values() if not e.measures).load()(hw, **options)
 
 
 def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Profiler, str]:
@@ -41,33 +40,27 @@ def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Pr
     `sim_options` (e.g. progress, cache_dir) go to the simulator when it is the one chosen;
     the hardware profilers measure, so they have nothing to report progress on.
     """
-    if name == "sim":
-        return _simulator(hw, sim_options), "requested: simulator"
-    if name == "ncu":
-        profiler = ncu.NcuProfiler(hw)
-        return _timed(profiler, hw), f"requested: ncu at {profiler.binary}"
-    if name == "rocprofv3":
-        profiler = rocprof.RocprofV3Profiler(hw)
-        return _timed(profiler, hw), f"requested: rocprofv3 at {profiler.binary}"
     if name != "auto":
-        raise ProfilerError(f"unknown profiler {name!r}: choose one of {', '.join(PROFILERS)}")
-
+        chosen = entry(name)
+        if not chosen.measures:
+            return chosen.load()(hw, **sim_options), "requested: simulator"
+        profiler = chosen.load()(hw)
+        return _timed(profiler, hw), f"requested: {name} at {profiler.binary}"
     runtime = local_gpu_runtime()
     if runtime is None:
-        return _simulator(hw, sim_options), "auto: no GPU here (torch sees none), so the simulator predicts"
-    tool, module = ("rocprofv3", rocprof) if runtime == "rocm" else ("ncu", ncu)
-    label = "ROCm GPU" if runtime == "rocm" else "CUDA GPU"
-    if hw.vendor == {"rocm": "nvidia", "cuda": "amd"}[runtime]:
+        return _predicting(hw, sim_options), "auto: no GPU here (torch sees none), so the simulator predicts"
+    label = RUNTIME_LABEL[runtime]
+    if hw.vendor != VENDOR[runtime]:
         # measuring an H100 says nothing about an MI300X's XCDs, and the report would claim it did
-        return _simulator(hw, sim_options), (f"auto: a {label} here, but the target {hw.name} is {hw.vendor}, so the "
-                                             f"simulator predicts")
-    dirs = [d for d in module.install_dirs() if d]
-    path = find_tool(tool, dirs)
+        return _predicting(hw, sim_options), (f"auto: a {label} here, but the target {hw.name} is {hw.vendor}, so the "
+                                              f"simulator predicts")
+    chosen = next(e for e in PROFILERS.values() if e.runtime == runtime)
+    dirs = [d for d in chosen.install_dirs() if d]
+    path = find_tool(chosen.tool, dirs)
     if path is None:
-        return _simulator(hw, sim_options), (f"auto: a {label} but no {tool} on PATH or in {', '.join(dirs)}, so the "
-                                             f"simulator predicts")
-    profiler = rocprof.RocprofV3Profiler(hw, binary=path) if runtime == "rocm" else ncu.NcuProfiler(hw, binary=path)
-    return _timed(profiler, hw), f"auto: a {label} and {tool} at {path}, so {tool} measures"
+        return _predicting(hw, sim_options), (f"auto: a {label} but no {chosen.tool} on PATH or in {', '.join(dirs)}, "
+                                              f"so the simulator predicts")
+    return _timed(chosen.load()(hw, binary=path), hw), f"auto: a {label} and {chosen.tool} at {path}, so {chosen.tool} measures"
 
 
 def _timed(profiler: Profiler, hw: HardwareSpec) -> Profiler:

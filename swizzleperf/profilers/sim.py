@@ -23,7 +23,7 @@ from swizzleperf.hardware import occupancy
 from swizzleperf.kernel import user_errors
 from swizzleperf.validation.bijectivity import logical_ids
 from swizzleperf.errors import TraceCaptureError
-from swizzleperf.loop.pipeline import hook_constants
+from swizzleperf.hardware.spec import hook_constants
 from swizzleperf.remaps.placement import partition_sentence
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile
@@ -56,6 +56,8 @@ def schedule_balance(trace: Trace | StoredTrace) -> tuple[int, str]:
 
 class SimProfiler:
     name = "sim"
+    measures = False
+    run_to_run_pts = 0.0
 
     def __init__(self, hw: HardwareSpec, cache_dir: Path | None = None,
                  progress: Callable[[int, int], None] | None = None, gpu_occupancy: bool = True):

@@ -18,6 +18,8 @@ class TimedProfiler:
     def __init__(self, inner: Profiler, num_xcds: int, repeats: int = 100):
         self.inner = inner
         self.name = inner.name
+        self.measures = inner.measures
+        self.run_to_run_pts = inner.run_to_run_pts
         self.num_xcds = num_xcds
         self.repeats = repeats
 

@@ -7,7 +7,8 @@ hand: each is treated exactly like any other proposal.
 
 from __future__ import annotations
 
-from swizzleperf.proposers.base import Origin, Proposal, ProposalContext, batch_of
+from swizzleperf.proposers.base import ProposalContext, batch_of
+from swizzleperf.records.proposal import Origin, Proposal
 
 
 class ScriptedProposer:

@@ -14,72 +14,17 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TypeVar
 
 from swizzleperf.remaps.families import FamilyInstance
-from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.loop.history import RUN_TO_RUN_PTS
-from swizzleperf.kernel.contract import HookSignature, KernelFile, LoopOrderSignature
-from swizzleperf.proposers.base import AttemptView, Proposal, ProposalContext, batch_of
+from swizzleperf.remaps.space import candidate_space
+from swizzleperf.records.report import RUN_TO_RUN_PTS
+from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.proposers.base import ProposalContext, batch_of
+from swizzleperf.records.proposal import AttemptView, Proposal
 from swizzleperf.remaps.check import normalise
 
 T = TypeVar("T")
-_CHUNKS = (2, 4, 8, 16, 32, 64, 128)
-_GROUPS = (2, 4, 8, 16, 32)
-_VIRTUAL_DIES = (2, 4, 8, 16)  # on one shared L2 a "die" count is just a stride of the reorder
-_HEAD_GROUPS = (1, 2, 4, 8)  # heads per attention cluster: 1 for MHA, the heads per K/V head for GQA
-
-
-def candidate_space(hook: HookSignature, hw: HardwareSpec,
-                    loop_order: LoopOrderSignature | None = None) -> dict[str, list[FamilyInstance]]:
-    """Every instance the search may propose, grouped by family; the first of each is its default. With a
-    loop-order hook, every remap family also comes with the sawtooth order (a family of its own: `F +
-    sawtooth`), and the kernel's own remap with it (`identity + sawtooth`)."""
-    space = _remap_space(hook, hw)
-    if loop_order is None:
-        return space
-    combined = {f"{family} + sawtooth": [replace(i, loop_order="sawtooth") for i in instances]
-                for family, instances in space.items()}
-    return {**space, "identity + sawtooth": [FamilyInstance("identity", (), "sawtooth")], **combined}
-
-
-def _remap_space(hook: HookSignature, hw: HardwareSpec) -> dict[str, list[FamilyInstance]]:
-    def inst(family: str, **params: int) -> FamilyInstance:
-        return FamilyInstance(family, tuple(params.items()))
-
-    dies = [None] if hw.num_domains > 1 else list(_VIRTUAL_DIES)
-
-    def with_dies(family: str, **params: int) -> list[FamilyInstance]:
-        return [inst(family, **params) if d is None else inst(family, **params, dies=d) for d in dies]
-
-    if hook.ndim == 1:
-        return {
-            "xcd_chunked": [i for c in (4, *[c for c in _CHUNKS if c != 4]) for i in with_dies("xcd_chunked", chunk=c)],
-            "xcd_contiguous": with_dies("xcd_contiguous"),
-        }
-    if hook.ndim == 2:
-        groups = (8, *[g for g in _GROUPS if g != 8])
-        return {
-            "grouped": [inst("grouped", group_m=g) for g in groups],
-            "col_major": [inst("col_major")],
-            "xcd_row_major": with_dies("xcd_row_major"),
-            "xcd_col_major": with_dies("xcd_col_major"),
-            "xcd_grouped": [i for g in groups for i in with_dies("xcd_grouped", group_m=g)],
-            "xcd_chunked_grouped": [i for c in (4, 2, 8, 16) for g in (8, 4, 16)
-                                    for i in with_dies("xcd_chunked_grouped", chunk=c, group_m=g)],
-        }
-    if hook.ndim == 3:  # attention: (q blocks, batch, heads); the identity (the baseline) is naive block-first
-        # Swizzled block-first with group 1 is the identity whenever N divides batch * heads: left out.
-        return {
-            "head_first": [inst("head_first")],
-            "swizzled_head_first": [i for g in _HEAD_GROUPS for i in with_dies("swizzled_head_first", group=g)],
-            "swizzled_block_first": [i for g in _HEAD_GROUPS[1:]
-                                     for i in with_dies("swizzled_block_first", group=g)],
-        }
-    return {}
-
-
 def render(instance: FamilyInstance, kernel: KernelFile) -> str:
     """The instance as a candidate for this kernel (its remap, and its loop order where it has one)."""
     return instance.render(kernel.hook, kernel.loop_order)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from swizzleperf.errors import LibraryError, RemapRejected
 from swizzleperf.remaps.library import LibraryEntry, transplant
-from swizzleperf.proposers.base import Proposal, ProposalContext, Proposer, batch_of
+from swizzleperf.proposers.base import ProposalContext, Proposer, batch_of
+from swizzleperf.records.proposal import Proposal
 
 
 class WarmStart:

@@ -20,13 +20,13 @@ from typing import Callable
 
 from swizzleperf.kernel.contract import HookSignature, LoopOrderSignature
 from swizzleperf.kernel import candidate
-from swizzleperf.validation.loop_order import LOOP_ORDERS
+from swizzleperf.remaps.loop_orders import LOOP_ORDERS
 
 
 @dataclass(frozen=True)
 class FamilyInstance:
     """One family with concrete parameters: a candidate the search proposer can render; with `loop_order`
-    (a name in schedules.loop_order.LOOP_ORDERS) it rewrites the kernel's loop-order hook too."""
+    (a name in remaps.loop_orders.LOOP_ORDERS) it rewrites the kernel's loop-order hook too."""
 
     family: str
     params: tuple[tuple[str, int], ...] = ()

@@ -21,6 +21,8 @@ from typing import Callable
 
 from swizzleperf.remaps.families import FamilyInstance, die_count_code
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.remaps.space import candidate_space
 
 
 @dataclass(frozen=True)
@@ -182,9 +184,6 @@ def order_inverses(hook: HookSignature) -> list[tuple[str, str]]:
     """(label, inverse source) of every 1D order the offline search's instances use, for a 1D hook
     (a hook, or the order a 2D or 3D hook is cut into): the 1D families, and the cluster rounds of
     block-first attention with their constant cluster size."""
-    from swizzleperf.hardware.spec import PRESETS
-    from swizzleperf.proposers.search import candidate_space
-
     if hook.ndim != 1:
         return []
     found: dict[str, str] = {}

@@ -11,16 +11,15 @@ from __future__ import annotations
 import ast
 import keyword
 import os
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from swizzleperf.untrusted import source_text
 from swizzleperf.remaps.fit import adapt_to_hook
-from swizzleperf.errors import LibraryError, RunError
+from swizzleperf.errors import LibraryError
 from swizzleperf.kernel.contract import HookSignature
-from swizzleperf.loop.rundir import RunDir
 
 ENTRY_SCHEMA_VERSION = 1
 
@@ -113,12 +112,12 @@ class Library:
         return [e for e in self.entries() if e.ndim == hook.ndim]
 
 
-def _check_name(name: str) -> None:
+def check_name(name: str) -> None:
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
         raise LibraryError(f"'{name}' cannot be a library name: use a Python identifier such as softmax_rows_mi300x")
 
 
-def _rename_function(source: str, old: str, new: str) -> str:
+def rename_function(source: str, old: str, new: str) -> str:
     fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == old)
     lines = source_text.lines(source)  # the lines the parser numbered (not splitlines())
     i = fn.lineno - 1
@@ -126,32 +125,7 @@ def _rename_function(source: str, old: str, new: str) -> str:
     return "".join(lines)
 
 
-def entry_from_run(run: RunDir, name: str, kernel_hook: HookSignature) -> LibraryEntry:
-    """The best attempt of a finished run, as a library entry named `name`."""
-    _check_name(name)
-    history = run.load_history()
-    best = history.best()
-    if best is None or best.report is None:
-        raise RunError(f"run {run.record.run_id} has no accepted attempt to export")
-    if best.origin == "baseline":
-        raise RunError(f"run {run.record.run_id}: the kernel's own remap is still the best; nothing to export")
-    bij = next((s for s in best.stages if s.stage == "bijectivity"), None)
-    grids = [list(g) for g in (bij.data or {}).get("grids", [])] if bij else []
-    proof = (bij.data or {}).get("proof_text") if bij else None
-    rec = run.record
-    best_file = run.best_dir / "remap.py"
-    source = _function_source(best_file.read_text(), kernel_hook.name) if best_file.exists() else best.source
-    return LibraryEntry(
-        name=name, family=best.family, params=list(kernel_hook.params), ndim=kernel_hook.ndim,
-        source=_rename_function(source, kernel_hook.name, name), kernel=rec.kernel.name,
-        kernel_sha256=rec.kernel.sha256, size=rec.size, hardware=rec.hardware.name,
-        num_domains=rec.hardware.num_domains, run_id=rec.run_id, iteration=best.iteration,
-        hit_pct=best.report.hit_pct, metric=best.report.metric, baseline_hit_pct=rec.baseline_hit_pct,
-        ceiling_pct=rec.ceiling_pct,
-        numbers_from=best.report.source, proven_grids=grids, proof=proof, created_at=datetime.now(timezone.utc))
-
-
-def _function_source(module_text: str, name: str) -> str:
+def function_source(module_text: str, name: str) -> str:
     fn = next(n for n in ast.parse(module_text).body if isinstance(n, ast.FunctionDef) and n.name == name)
     return source_text.function_text(module_text, fn)
 
@@ -163,5 +137,5 @@ def transplant(entry: LibraryEntry, hook: HookSignature, kernel_name: str) -> tu
             f"library remap {entry.name}({', '.join(entry.params)}) returns {entry.ndim} logical "
             f"index(es), but {kernel_name}'s hook {hook.render()} needs {hook.ndim}: the signatures do not "
             f"correspond")
-    renamed = _rename_function(entry.source, entry.name, hook.name)
+    renamed = rename_function(entry.source, entry.name, hook.name)
     return adapt_to_hook(renamed, hook)

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from swizzleperf.errors import HardwareSpecError, TraceCaptureError
-from swizzleperf.hardware.spec import MiB, HardwareSpec
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.hardware.presets import MiB
 from swizzleperf.records.report import BottleneckReport, DomainStats
 from swizzleperf.sim import settings
 from swizzleperf.sim.cache_model import CacheGeometry

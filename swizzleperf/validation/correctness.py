@@ -216,7 +216,7 @@ def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds,
     """Why the candidate is too much work for the CPU interpreter (swizzleperf.remaps.work), counted before it runs.
     Only hooks inside the remap subset can be counted; anything else is the child's to judge, as before."""
     from swizzleperf.remaps.check import static_check
-    from swizzleperf.validation.loop_order import bind_local_tile
+    from swizzleperf.remaps.loop_orders import bind_local_tile
     from swizzleperf.remaps.work import INTERPRETER_WORK, LOOP_ORDER_CALL_WORK, per_program, require_work
 
     try:

@@ -12,16 +12,11 @@ and the z3 proof for every trip count up to 2**31 - 1.
 
 from __future__ import annotations
 
-import ast
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.validation.bijectivity import BijectivityReport, bijectivity_grids, check_bijective
-from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import KernelFile, LoopOrderSignature
-from swizzleperf.remaps.check import check_signature, static_check
-from swizzleperf.untrusted.parse import MAX_SOURCE_CHARS
+from swizzleperf.remaps.loop_orders import bind_local_tile
 
 LOCAL_TILES = tuple(range(8))
 
@@ -52,42 +47,6 @@ class LoopOrderReport(BaseModel):
             proof = f"; not proven for every trip count ({first})" if first else ""
         return (f"a permutation of the steps for local tiles {self.local_tiles[0]}-{self.local_tiles[-1]} on all "
                 f"{len(self.checks[0].grids)} sampled trip counts{proof}")
-
-
-def bind_local_tile(source: str, signature: LoopOrderSignature, value: int) -> str:
-    """The hook's text as a remap of the steps alone: local_tile removed from the parameters and set
-    to `value` on the first line of the body (a syntax-tree rewrite; nothing is executed)."""
-    module = untrusted.parse(source, MAX_SOURCE_CHARS)
-    fn = next((s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == signature.name), None)
-    if fn is None:
-        raise RemapRejected("static", f"no function {signature.name}(); define `{signature.render()}`")
-    check_signature(fn, signature.as_hook())
-    fn.args.args = [a for a in fn.args.args if a.arg != signature.local_tile]
-    first = 1 if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else 0
-    bind = ast.Assign(targets=[ast.Name(signature.local_tile, ast.Store())], value=ast.Constant(int(value)))
-    fn.body.insert(first, bind)
-    return ast.unparse(ast.fix_missing_locations(module)) + "\n"
-
-
-def static_check_loop_order(source: str, signature: LoopOrderSignature) -> None:
-    """The remap's static subset for a loop-order hook (RemapRejected("static", why) outside it)."""
-    static_check(bind_local_tile(source, signature, 0), signature.over_steps())
-
-
-def sawtooth(signature: LoopOrderSignature) -> str:
-    """Forward on even local tiles, backward on odd ones: each scan starts on the blocks the program's
-    previous scan ended on, which are still in the cache (Zhu, Pan, Ding: Sawtooth Wavefront Reordering)."""
-    step, n, tile = signature.step, signature.n_steps, signature.local_tile
-    return _render(signature, "sawtooth: forward on even local tiles, backward on odd ones (each scan starts "
-                              "where the last ended)",
-                   f"return tl.where({tile} % 2 == 0, {step}, {n} - 1 - {step})")
-
-
-def _render(signature: LoopOrderSignature, doc: str, body: str) -> str:
-    return f'@triton.jit\n{signature.render()}:\n    """{doc}"""\n    {body}\n'
-
-
-LOOP_ORDERS = {"sawtooth": sawtooth}  # beside the kernel's own order (cyclic in attention_persistent)
 
 
 def check_kernel_loop_order(source: str, kernel: KernelFile, num_domains: int) -> LoopOrderReport:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.loop.history import Attempt
+from swizzleperf.records.attempt import Attempt
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.remaps.library import LibraryEntry, transplant
 from swizzleperf.profilers.base import Profiler
-from swizzleperf.proposers.base import Proposal
+from swizzleperf.records.proposal import Proposal
 from swizzleperf.records.report import BottleneckReport
 
 

@@ -33,7 +33,7 @@ from swizzleperf.profilers.runner import (
     run_tool,
     write_candidate,
 )
-from swizzleperf.proposers.search import candidate_space
+from swizzleperf.remaps.space import candidate_space
 
 # The SM-side L2 traffic split by operation (what a swizzle changes is read reuse; writes allocate
 # without a fetch), where the read misses were served (far partition or DRAM), L1's filtering of global

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.loop.history import Attempt, Stage
-from swizzleperf.proposers.base import Proposal
+from swizzleperf.records.attempt import Attempt, Stage
+from swizzleperf.records.proposal import Proposal
 from swizzleperf.untrusted.parse import echo
 
 T = TypeVar("T")
@@ -70,7 +70,7 @@ class Executor(Protocol):
 
 def uses_gpu(evaluator: CandidateEvaluator) -> bool:
     """Whether the evaluator's profiler measures on a GPU (ncu, rocprofv3): such profiles never share one."""
-    return evaluator.profiler is not None and evaluator.profiler.name != "sim"
+    return evaluator.profiler is not None and evaluator.profiler.measures
 
 
 def placed_gpu() -> str | None:

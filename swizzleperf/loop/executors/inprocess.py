@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.executors.base import Candidate, StageCallback, evaluate_candidate
-from swizzleperf.loop.history import Attempt
+from swizzleperf.records.attempt import Attempt
 
 T = TypeVar("T")
 

@@ -40,7 +40,7 @@ from swizzleperf.loop.executors.base import (
     uses_gpu,
 )
 from swizzleperf.loop.executors.inprocess import SerialEvaluation
-from swizzleperf.loop.history import Attempt
+from swizzleperf.records.attempt import Attempt
 
 T = TypeVar("T")
 _WORKER: dict = {"evaluator": None, "device": None, "busy": False}  # a worker's own state

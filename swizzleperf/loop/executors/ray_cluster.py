@@ -31,7 +31,7 @@ from swizzleperf.loop.executors.base import (
     placed_gpu,
     uses_gpu,
 )
-from swizzleperf.loop.history import Attempt
+from swizzleperf.records.attempt import Attempt
 
 T = TypeVar("T")
 INSTALL_HINT = "pip install 'swizzleperf[ray]'"

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.errors import LLMError
 from swizzleperf.proposers.llm.extract import split_fields
-from swizzleperf.proposers.base import LLMUsage
+from swizzleperf.records.proposal import LLMUsage
 
 # LiteLLM downloads a model price list from GitHub when it is imported unless told to use its
 # bundled copy; without network that costs seconds of retries on every run.

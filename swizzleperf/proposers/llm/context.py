@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from swizzleperf.hardware.spec import MiB, HardwareSpec
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.hardware.presets import MiB
 from swizzleperf.kernel.contract import HookSignature, KernelFile
 from swizzleperf.proposers.llm.templates import PromptSet
-from swizzleperf.proposers.base import AttemptView
+from swizzleperf.records.proposal import AttemptView
 from swizzleperf.records.report import BottleneckReport
 
 Mode = Literal["aware", "unaware", "overload"]

@@ -37,7 +37,8 @@ from swizzleperf.proposers.llm.context import (
 )
 from swizzleperf.proposers.llm.extract import Extraction, extract_hook, split_fields
 from swizzleperf.proposers.llm.templates import PromptSet
-from swizzleperf.proposers.base import LLMUsage, Proposal, ProposalContext
+from swizzleperf.proposers.base import ProposalContext
+from swizzleperf.records.proposal import LLMUsage, Proposal
 from swizzleperf.proposers.llm.signatures import MemoryAnalysis, ProposeSwizzle
 from swizzleperf.remaps.check import normalise
 

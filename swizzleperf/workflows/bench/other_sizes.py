@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from swizzleperf.workflows.bench.records import SizeResult, Speedup
 from swizzleperf.validation.bijectivity import check_bijective
 from swizzleperf.errors import RemapRejected, SwizzlePerfError, TraceCaptureError
-from swizzleperf.loop.pipeline import CandidateEvaluator, hook_constants
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.hardware.spec import hook_constants
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.profilers.select import select_profiler
-from swizzleperf.proposers.base import Proposal
+from swizzleperf.records.proposal import Proposal
 
 DEFAULT_SIM_ACCESSES = 60_000_000
 DEFAULT_CAPTURE_TIMEOUT_S = 600.0

@@ -8,7 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from swizzleperf.workflows.bench.records import BenchReport, KernelResult
-from swizzleperf.loop.history import RUN_TO_RUN_PTS, gain_noise
+from swizzleperf.loop.history import gain_noise
+from swizzleperf.records.report import RUN_TO_RUN_PTS
 from swizzleperf.records.report import Source
 
 # --- output -----------------------------------------------------------------------------------------

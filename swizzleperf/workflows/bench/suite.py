@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from swizzleperf.hardware import spec as hardware
+from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.workflows.bench.other_sizes import (
     DEFAULT_CAPTURE_TIMEOUT_S,
     DEFAULT_SIM_ACCESSES,
@@ -146,7 +146,7 @@ def run_bench(request: BenchRequest, console: Console, executor: Executor | None
     executor = executor or InProcess()
     t0 = time.perf_counter()
     check_other_sizes(request.other_sizes, request.kernels)
-    spec, hw_reason = hardware.resolve(request.hardware)
+    spec, hw_reason = resolve_hardware(request.hardware)
     profiler, profiler_reason = select_profiler(request.profiler, spec)  # fails now, not once per kernel
     device = default_device()
     out = request.out or request.runs_dir / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -170,7 +170,7 @@ def run_bench(request: BenchRequest, console: Console, executor: Executor | None
             return lambda text: progress.update(task, description=f"{path.stem}: {text}")
 
         calls = [(path, request, spec, profiler.name, device, status(path)) for path in request.kernels]
-        for result in executor.map(bench_kernel, calls, gpu=profiler.name != "sim"):
+        for result in executor.map(bench_kernel, calls, gpu=profiler.measures):
             report.kernels.append(result)
             report.total_seconds = time.perf_counter() - t0
             # Written after every kernel: a bench stopped part-way keeps what it finished.

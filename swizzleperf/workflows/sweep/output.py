@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from swizzleperf.hardware import spec as hardware
+from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.loop.executors import Executor, InProcess
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.workflows.sweep.shapes import (
@@ -142,7 +142,7 @@ def run_sweep_command(kernel_path: Path, hardware_name: str | None, grid: SweepG
                       executor: Executor | None = None) -> SweepReport:
     """The CLI's sweep: run, print the table, write sweep.md/.json/.png."""
     executor = executor or InProcess()
-    hw, hw_reason = hardware.resolve(hardware_name)
+    hw, hw_reason = resolve_hardware(hardware_name)
     out = out or Path("runs") / f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     mappings = mappings_for(load_kernel(kernel_path))
     console.print(f"[bold]swizzleperf sweep[/] {kernel_path} on {hw.name} ({hw_reason}): "
