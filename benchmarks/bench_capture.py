@@ -25,7 +25,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from swizzleperf.kernel.contract import load_kernel  # noqa: E402
-from swizzleperf.sim.capture.capture import cached_trace_path, capture_trace, record_trace  # noqa: E402
+from swizzleperf.sim.capture.trace_capture import cached_trace_path, capture_trace, record_trace  # noqa: E402
 from swizzleperf.sim.trace.record import TraceMeta  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

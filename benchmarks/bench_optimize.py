@@ -20,7 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
+from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ["softmax", "gemm", "transpose", "layernorm"]

@@ -50,10 +50,10 @@ def _phase(spec: dict) -> dict:
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
-    from swizzleperf.sim.capture.capture import capture_trace
+    from swizzleperf.sim.capture.trace_capture import capture_trace
     from swizzleperf.sim.engine import simulate
 
-    from swizzleperf.sim.capture.capture import cached_trace_path
+    from swizzleperf.sim.capture.trace_capture import cached_trace_path
 
     kernel = _kernel(spec["size"]) if spec.get("attention") else load_kernel(spec["kernel"])
     start = time.perf_counter()
@@ -183,7 +183,7 @@ def _optimize(kernel: Path, root: Path, iterations: int, workers: int) -> tuple[
 
     from rich.console import Console
 
-    from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
+    from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
 
     request = OptimizeRequest(
         kernel_path=kernel, hardware="mi300x", profiler="sim", proposer="search", iterations=iterations,

@@ -75,9 +75,9 @@ def cmd_measure(args) -> int:
 
 def cmd_compare(args) -> int:
     from swizzleperf.lab.fidelity.compare import compare_kernel
-    from swizzleperf.lab.fidelity.placement import load_placements
+    from swizzleperf.lab.fidelity.sm_placements import load_placements
     from swizzleperf.lab.fidelity.recordings import averaged, reproducibility, same_remaps
-    from swizzleperf.lab.fidelity.records import Measurement
+    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.hardware.select import resolve
     from swizzleperf.kernel.contract import load_kernel
 
@@ -206,7 +206,7 @@ def _print_pooled(results, placed_by: str | None = None) -> None:
 def cmd_from_raw(args) -> int:
     """Rebuild OUT.json from the raw ncu CSVs a measurement saved (no GPU needed)."""
     from swizzleperf.lab.fidelity.measure import kernel_record
-    from swizzleperf.lab.fidelity.records import Measurement
+    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.hardware.presets import PRESETS
 
     raw = Path(args.raw_dir)
@@ -223,7 +223,7 @@ def cmd_requests(args) -> int:
     import numpy as np
 
     from swizzleperf.lab.fidelity.compare import hardware_for
-    from swizzleperf.lab.fidelity.records import Measurement
+    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.hardware.select import resolve
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.ncu import read_requests
@@ -254,7 +254,7 @@ def cmd_requests(args) -> int:
 
 def cmd_merge(args) -> int:
     """One measurement from parts of one run measured side by side, one `measure --kernels` per GPU."""
-    from swizzleperf.lab.fidelity.records import Measurement, merged
+    from swizzleperf.lab.fidelity.measurement import Measurement, merged
 
     parts = [Measurement.model_validate_json(Path(p).read_text()) for p in args.parts]
     try:

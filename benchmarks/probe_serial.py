@@ -246,7 +246,7 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
     a kernel of one round of loads on recorded SMs does not depend on; one at a time or not, the model's order is
     the same)."""
     from swizzleperf.lab.fidelity.compare import hardware_for, predicted_split, simulated_on_sms
-    from swizzleperf.lab.fidelity.records import Measurement
+    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler

@@ -216,7 +216,7 @@ SIZES = {
     "mha64_4k": {"batch": 1, "heads": 64, "kv_heads": 64, "seq": 4096, "head_dim": 128, "causal": 1, "bf16": 0},
     # Llama-3-70B-like prefill of 8192 tokens (64 heads, 8 KV groups of 8): GPU only.
     "large": {"batch": 1, "heads": 64, "kv_heads": 8, "seq": 8192, "head_dim": 128, "causal": 1, "bf16": 0},
-    # DESIGN.md section 4, measured on H200 with ncu: block-first 0.45 % L2 hit rate and 138 GB
+    # The attention NUMA study's measurement on an H200 with ncu: block-first 0.45 % L2 hit rate and 138 GB
     # from DRAM, head-first ~100 % and 1.6 GB, 1.38x faster. This kernel on an H100 (ncu,
     # `optimize --size mha128_16k`): 0.44 % -> 97.36 %, 45.9 -> 35.1 ms (1.31x). GPU only.
     "mha128_16k": {"batch": 1, "heads": 128, "kv_heads": 128, "seq": 16384, "head_dim": 128, "causal": 0,

@@ -1,4 +1,4 @@
-"""Remap sources the kernel tests share, written by hand from DESIGN.md section 3.
+"""Remap sources the kernel tests share, written by hand from the families' definitions.
 
 Kept apart from swizzleperf.remaps.families on purpose: a test should not check the kernels with the
 same code that the search proposes.

@@ -33,7 +33,7 @@ from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.remaps.space import candidate_space
 from swizzleperf.remaps.check import static_check
 from swizzleperf.remaps.evaluate.evaluator import evaluate
-from swizzleperf.sim.capture.capture import cached_trace_path, capture_trace
+from swizzleperf.sim.capture.trace_capture import cached_trace_path, capture_trace
 from swizzleperf.hardware.dispatch import slot_domains
 from swizzleperf.sim.trace.record import TraceMeta
 

@@ -20,7 +20,7 @@ import torch
 
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.sim.capture import capture
+from swizzleperf.sim.capture import trace_capture as capture
 from swizzleperf.sim.capture.events import EventBatch, TraceBuilder, distinct_lines, distinct_lines_reference
 from swizzleperf.sim.capture.address_space import REGION_ALIGN, VirtualLayout
 from swizzleperf.sim.rounds import round_starts
@@ -424,7 +424,7 @@ CHILD = r'''
 import json, sys
 from pathlib import Path
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.sim.capture.capture import record_trace
+from swizzleperf.sim.capture.trace_capture import record_trace
 
 out = Path(sys.argv[2])
 for name, (path, size) in json.loads(Path(sys.argv[1]).read_text()).items():

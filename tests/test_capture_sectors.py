@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.sim.capture.capture import SECTOR_BYTES
+from swizzleperf.sim.capture.trace_capture import SECTOR_BYTES
 from swizzleperf.sim.trace.record import Trace, TraceMeta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ CHILD = r'''
 import sys
 from pathlib import Path
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.sim.capture.capture import SECTOR_BYTES, record_trace
+from swizzleperf.sim.capture.trace_capture import SECTOR_BYTES, record_trace
 
 out = Path(sys.argv[1])
 for path in sys.argv[2:]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.loop import assemble as session
+from swizzleperf.workflows import optimize as session
 from swizzleperf.cli.main import main
 from swizzleperf.records.proposal import Proposal
 

@@ -4,7 +4,7 @@ import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from swizzleperf.workflows.bench.records import KernelResult
+from swizzleperf.workflows.bench.results import KernelResult
 from swizzleperf.lab.audit import (
     attempt_occupancy,
     bench_occupancy,

@@ -17,7 +17,7 @@ from swizzleperf.loop.executors import InProcess, make_executor
 from swizzleperf.loop.executors.pool import ProcessPool
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
 from swizzleperf.proposers.search import SearchProposer

@@ -18,7 +18,7 @@ from swizzleperf.lab.fidelity.compare import (
 from swizzleperf.lab.fidelity.ranks import spearman, spearman_with_ties, tie_groups, told_apart
 from swizzleperf.lab.fidelity.recordings import averaged, measured_read_hit_pct, reproducibility, same_remaps
 from swizzleperf.lab.fidelity.measure import fidelity_remaps, kernel_record
-from swizzleperf.lab.fidelity.records import Measurement, merged
+from swizzleperf.lab.fidelity.measurement import Measurement, merged
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers import ncu
@@ -231,7 +231,7 @@ def test_a_recorded_placement_is_simulated_beside_the_model_and_must_be_of_the_m
     import gzip
 
     from swizzleperf.lab.fidelity.compare import compare_kernel
-    from swizzleperf.lab.fidelity.placement import load_placements
+    from swizzleperf.lab.fidelity.sm_placements import load_placements
 
     kernel = load_kernel(ROOT / "kernels" / "elementwise.py")
     measured = next(k for k in _measurement().kernels if k.kernel == "elementwise")

@@ -14,8 +14,8 @@ from hostile_corpus import DECOY, hook
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.proposers.llm.scripted import Failure, ScriptedServer
-from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.proposers.llm.scripted_server import Failure, ScriptedServer
+from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
 from test_llm_e2e import ANALYSIS, PAIRS, ROW_REMAP, fenced, proposal, small_softmax, swizzleperf

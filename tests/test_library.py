@@ -17,11 +17,11 @@ from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.remaps.library import Library, transplant
 from swizzleperf.workflows.export import entry_from_run
-from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
 from swizzleperf.loop.rundir import RunDir
-from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
+from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,7 @@ import pytest
 from swizzleperf.errors import LLMError
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.proposers.llm.scripted import Failure, Reply, ScriptedServer, chat_reply, word_count
+from swizzleperf.proposers.llm.scripted_server import Failure, Reply, ScriptedServer, chat_reply, word_count
 from swizzleperf.proposers.base import ProposalContext
 from swizzleperf.records.proposal import LLMUsage
 from swizzleperf.proposers.llm.proposer import make_llm_proposer

@@ -8,7 +8,7 @@ import pytest
 from swizzleperf.errors import LLMError
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.proposers.llm.scripted import Failure, ScriptedServer, chat_reply, word_count
+from swizzleperf.proposers.llm.scripted_server import Failure, ScriptedServer, chat_reply, word_count
 from swizzleperf.proposers.base import ProposalContext
 from swizzleperf.records.proposal import AttemptView, LLMUsage
 from swizzleperf.proposers.llm.proposer import LLMProposer, family_name, make_llm_proposer

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from swizzleperf.proposers.llm.scripted import Failure, Reply, ScriptedServer, chat_reply, word_count
+from swizzleperf.proposers.llm.scripted_server import Failure, Reply, ScriptedServer, chat_reply, word_count
 
 
 def post(server, body, path="/chat/completions", timeout=5.0):

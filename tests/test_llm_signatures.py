@@ -4,7 +4,7 @@ import dspy
 from dspy.utils.dummies import DummyLM
 
 from swizzleperf.proposers.llm.client import ModelClient
-from swizzleperf.proposers.llm.scripted import chat_reply
+from swizzleperf.proposers.llm.scripted_server import chat_reply
 from swizzleperf.records.proposal import LLMUsage
 from swizzleperf.proposers.llm.signatures import MemoryAnalysis, ProposeSwizzle
 

@@ -18,10 +18,10 @@ from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.remaps.families import FAMILIES
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.loop.optimize import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
-from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
+from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
 
 ROOT = Path(__file__).resolve().parents[1]
 

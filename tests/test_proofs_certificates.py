@@ -17,7 +17,7 @@ from swizzleperf.kernel.contract import HookSignature  # noqa: E402
 from swizzleperf.validation.proofs import concrete  # noqa: E402
 from swizzleperf.validation.proofs.backends import ConcreteBackend  # noqa: E402
 from swizzleperf.validation.proofs.certificates import certificate, certificates_for  # noqa: E402
-from swizzleperf.validation.proofs.hook import prove_checked  # noqa: E402
+from swizzleperf.validation.proofs.prover import prove_checked  # noqa: E402
 from swizzleperf.validation.proofs.symexec import Executor  # noqa: E402
 from swizzleperf.validation.proofs.verdict import INT32_MAX  # noqa: E402
 from swizzleperf.remaps.space import candidate_space

@@ -40,7 +40,7 @@ def hook(body: str, sig: HookSignature = HOOK_1D) -> str:
 
 IDENTITY = hook("return pid")
 
-# DESIGN.md section 3: q = ceil(G/N); the first t = G mod N dies ("tall", t = N when N | G) get q
+# The XCD-contiguous order: q = ceil(G/N); the first t = G mod N dies ("tall", t = N when N | G) get q
 # programs, the rest q - 1. (ceil as (G - 1) // N + 1: `G + N - 1` wraps in int32 near 2**31, and
 # the z3 proof in check_bijective finds that grid.)
 XCD_CONTIGUOUS = hook('''

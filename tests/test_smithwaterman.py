@@ -15,7 +15,7 @@ import pytest
 
 from swizzleperf.validation.correctness import check_correctness
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.sim.capture.capture import cached_trace_path, capture_trace
+from swizzleperf.sim.capture.trace_capture import cached_trace_path, capture_trace
 from swizzleperf.sim.trace.record import TraceMeta
 
 from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_ROW_MAJOR_2D

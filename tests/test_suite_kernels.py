@@ -51,7 +51,7 @@ _CHILD = """
 import json, sys, traceback
 from swizzleperf.validation.correctness import CorrectnessReport, run_cases
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.sim.capture.capture import record_trace
+from swizzleperf.sim.capture.trace_capture import record_trace
 jobs = json.load(open(sys.argv[1]))
 results = {}
 for job in jobs["correctness"]:

@@ -54,7 +54,7 @@ def test_a_trace_cached_before_compact_traces_is_converted_not_captured_again(tm
     import pytest
 
     from swizzleperf.kernel.contract import load_kernel
-    from swizzleperf.sim.capture import capture
+    from swizzleperf.sim.capture import trace_capture as capture
     from swizzleperf.sim.trace.record import Trace, TraceMeta
 
     kernel = load_kernel(capture.Path(__file__).resolve().parents[1] / "kernels" / "softmax.py")

@@ -100,12 +100,12 @@ def _defined(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
 
 
 def _progress():
-    from swizzleperf.cli.render import progress_bar
+    from swizzleperf.workflows.render import progress_bar
     return progress_bar(console)
 
 
 def _capture_progress(progress):
-    from swizzleperf.cli.render import capture_progress
+    from swizzleperf.workflows.render import capture_progress
     return capture_progress(progress)
 
 
@@ -126,7 +126,7 @@ def _executor(workers: int | None, ray: str | None):
 def main() -> None:
     _state["debug"] = _debug_from_env()
     try:
-        app()  # typer turns Ctrl-C into exit status 130 (optimize says more: swizzleperf.loop.assemble)
+        app()  # typer turns Ctrl-C into exit status 130 (optimize says more: swizzleperf.workflows.optimize)
     except SwizzlePerfError as exc:
         if _state["debug"]:
             raise

@@ -40,7 +40,7 @@ from swizzleperf.records.report import ceiling_text
 def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec in full (preset or file)"),
        as_json: bool = typer.Option(False, "--json", help="print JSON (a valid spec file)")) -> None:
     """List hardware presets and the detected local GPU."""
-    from swizzleperf.cli.render import spec_table
+    from swizzleperf.workflows.render import spec_table
     if show is not None:
         spec, why = resolve_hardware(show)
         if as_json:
@@ -154,7 +154,7 @@ def profile(kernel_path: str = KernelArg,
                                                        "(the hardware's is unpublished) to show the spread")) -> None:
     """Profile the kernel's own remap, and a candidate beside it with --remap."""
     from swizzleperf.profilers.select import select_profiler
-    from swizzleperf.cli.render import report_table
+    from swizzleperf.workflows.render import report_table
 
     kernel = load_kernel(find_kernel(kernel_path))
     size = size or kernel.default_size
@@ -280,7 +280,7 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
              batch: int = BatchOpt,
              runs_dir: Path = RunsDirOpt) -> None:
     """Search for a remap that raises the kernel's L2 hit rate; writes a run directory."""
-    from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
+    from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
     request = OptimizeRequest(kernel_path=kernel_path, hardware=hw_name, profiler=profiler_name,
                               proposer=proposer_name, iterations=iterations, patience=patience, size=size,
                               seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, llm_timeout=llm_timeout,
@@ -326,7 +326,7 @@ def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]
           runs_dir: Path = RunsDirOpt) -> None:
     """Optimize every kernel of a suite, then check each best remap at the kernel's other sizes."""
     from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels, run_bench
-    from swizzleperf.loop.assemble import resolve_proposer
+    from swizzleperf.proposers.registry import resolve_proposer
     only = None if other_sizes is None else [name.strip() for name in other_sizes.split(",") if name.strip()]
     proposer, note = resolve_proposer(proposer_name, model)
     if note:

@@ -281,7 +281,7 @@ KERNELS_DIR = Path("kernels")
 
 
 def find_kernel(name: str | Path, kernels_dir: Path = KERNELS_DIR) -> Path:
-    """A kernel file by path, or by bare name from `kernels_dir` (colsum -> kernels/colsum.py)."""
+    """A kernel file by path, or by bare name from `kernels_dir` (softmax -> kernels/softmax.py)."""
     path = Path(name)
     if path.is_file():
         return path

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from swizzleperf.workflows.bench.records import BenchReport, KernelResult
+from swizzleperf.workflows.bench.results import BenchReport, KernelResult
 from swizzleperf.records.attempt import Attempt
 from swizzleperf.loop.rundir import RunDir
 

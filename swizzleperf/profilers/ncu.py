@@ -2,7 +2,7 @@
 
 Command: `ncu --csv --print-units base --metrics <METRICS> --cache-control all
 --profile-from-start off --kernel-name regex:RE python -m swizzleperf.profilers.runner ...
---profiler-range`. Two flags beyond DESIGN.md section 4, both for exact numbers:
+--profiler-range`. Two flags beyond the usual L2 metrics, both for exact numbers:
 `--print-units base` stops ncu from rescaling values per row ("1.23 Msector" keeps three
 digits); `--profile-from-start off` with the runner's cudaProfilerStart/Stop range profiles
 the measured launches only, so warm-up and autotuning launches are never replayed.

@@ -1,6 +1,6 @@
 """rocprofv3 backend: measured L2 (TCC) hits and misses per dispatch on AMD Instinct GPUs.
 
-Command (DESIGN.md section 4): `rocprofv3 --pmc TCC_HIT_sum TCC_MISS_sum --kernel-include-regex RE
+Command: `rocprofv3 --pmc TCC_HIT_sum TCC_MISS_sum --kernel-include-regex RE
 --output-format csv -d OUTDIR -o NAME -- python -m swizzleperf.profilers.runner ...`. csv is
 passed explicitly because ROCm 7 writes a database by default.
 

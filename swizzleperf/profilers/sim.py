@@ -28,7 +28,7 @@ from swizzleperf.remaps.placement import partition_sentence
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.records.report import BottleneckReport
-from swizzleperf.sim.capture.capture import capture_trace
+from swizzleperf.sim.capture.trace_capture import capture_trace
 from swizzleperf.sim.engine import prepare, simulate
 from swizzleperf.sim.settings import sim_memory_bytes
 from swizzleperf.sim.trace.stored import StoredTrace

@@ -1,4 +1,4 @@
-"""Known remap families (DESIGN.md section 3), written out as remap-hook source code.
+"""Known remap families, written out as remap-hook source code (docs/kernel-contract.md says what a hook is).
 
 Each family is a function `(hook, **params) -> source` that renders a complete `@triton.jit`
 hook with the kernel's own parameter names, so its output is validated exactly like an

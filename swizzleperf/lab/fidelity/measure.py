@@ -22,7 +22,7 @@ from swizzleperf.errors import ProfilerError
 from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile
-from swizzleperf.lab.fidelity.records import MeasuredKernel, MeasuredRemap, Measurement
+from swizzleperf.lab.fidelity.measurement import MeasuredKernel, MeasuredRemap, Measurement
 from swizzleperf.profilers import ncu
 from swizzleperf.profilers.ncu import install_dirs, ncu_arguments, parse_ncu_csv
 from swizzleperf.profilers.runner import (

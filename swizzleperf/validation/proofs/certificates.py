@@ -35,7 +35,7 @@ from swizzleperf.validation.proofs.queries import FIRST_SLICE, Prover
 from swizzleperf.validation.proofs.z3_call import ABSTRACTION_STRATEGIES
 from swizzleperf.validation.proofs.symexec import Executor
 from swizzleperf.validation.proofs.terms import children
-from swizzleperf.validation.proofs.values import ProofError
+from swizzleperf.validation.proofs.sym_values import ProofError
 from swizzleperf.remaps.check import static_check
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import z3
 
 from swizzleperf.validation.proofs.terms import children, contains
-from swizzleperf.validation.proofs.values import Run
+from swizzleperf.validation.proofs.sym_values import Run
 from swizzleperf.remaps.check import hook_body
 
 

@@ -71,7 +71,7 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
     from swizzleperf.untrusted.isolation import Confinement
     from swizzleperf.untrusted.sandbox import run_in_child
 
-    from swizzleperf.validation.proofs.hook import PROOF_PARTS, backstop_s
+    from swizzleperf.validation.proofs.prover import PROOF_PARTS, backstop_s
 
     wall_s = PROOF_PARTS * backstop_s(time_limit_s) + CHILD_STARTUP_S
     confinement = Confinement(memory_mb=CHILD_MEMORY_MB, cpu_s=wall_s + 10,
@@ -94,7 +94,7 @@ def prove_in_process(hook_source: str, signature: HookSignature, die_counts: lis
     """prove_bijective without the child process (z3 runs here; its own timeout still applies)."""
     started = time.perf_counter()
     try:
-        from swizzleperf.validation.proofs.hook import prove_checked
+        from swizzleperf.validation.proofs.prover import prove_checked
         from swizzleperf.remaps.check import static_check
 
         fn = static_check(hook_source, signature)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 
-from swizzleperf.workflows.bench.records import SizeResult, Speedup
+from swizzleperf.workflows.bench.results import SizeResult, Speedup
 from swizzleperf.validation.bijectivity import check_bijective
 from swizzleperf.errors import RemapRejected, SwizzlePerfError, TraceCaptureError
 from swizzleperf.loop.pipeline import CandidateEvaluator
@@ -49,7 +49,7 @@ class SimBudget:
 
     def line_accesses(self, kernel: KernelFile, size: str, line_bytes: int) -> tuple[int, bool]:
         """(line accesses at `size`, estimated?): exact from the trace cache, else estimated."""
-        from swizzleperf.sim.capture.capture import cached_trace_path
+        from swizzleperf.sim.capture.trace_capture import cached_trace_path
         from swizzleperf.sim.trace.record import TraceMeta, meta_path
 
         path = cached_trace_path(kernel, size, line_bytes)
@@ -67,7 +67,7 @@ class SimBudget:
     def capture(self, kernel: KernelFile, size: str, line_bytes: int,
                 progress: Callable[[int, int], None] | None) -> None:
         """Capture into the trace cache under the time box (the profiler then reads it from there)."""
-        from swizzleperf.sim.capture.capture import capture_trace
+        from swizzleperf.sim.capture.trace_capture import capture_trace
 
         capture_trace(kernel, size, line_bytes, progress=progress, timeout=self.capture_timeout_s)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from swizzleperf.workflows.bench.records import BenchReport, KernelResult
+from swizzleperf.workflows.bench.results import BenchReport, KernelResult
 from swizzleperf.loop.history import gain_noise
 from swizzleperf.records.report import RUN_TO_RUN_PTS
 from swizzleperf.records.report import Source

@@ -29,18 +29,18 @@ from swizzleperf.workflows.bench.other_sizes import (
     generalise,
 )
 from swizzleperf.workflows.bench.output import rich_table, write_outputs
-from swizzleperf.workflows.bench.records import BenchReport, KernelResult, Speedup
+from swizzleperf.workflows.bench.results import BenchReport, KernelResult, Speedup
 from swizzleperf.validation.correctness import default_device
 from swizzleperf.errors import ContractError, SwizzlePerfError
 from swizzleperf.loop.executors import Executor, InProcess
 from swizzleperf.loop.executors.base import placed_gpu
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KERNELS_DIR, find_kernel, load_kernel
-from swizzleperf.loop.optimize import DEFAULT_BATCH, reopen_kernel
+from swizzleperf.loop.driver import DEFAULT_BATCH, reopen_kernel
 from swizzleperf.profilers.select import select_profiler
-from swizzleperf.cli.render import progress_bar
+from swizzleperf.workflows.render import progress_bar
 from swizzleperf.loop.rundir import RunDir
-from swizzleperf.loop.assemble import OptimizeRequest, run_optimize
+from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
 
 __all__ = ["BenchReport", "BenchRequest", "SimBudget", "find_kernels", "generalise", "run_bench"]
 

@@ -1,4 +1,4 @@
-"""`swizzleperf sweep attention`: the four attention mappings of DESIGN.md over a grid of shapes.
+"""`swizzleperf sweep attention`: the four attention mappings (block-first or head-first, naive or swizzled) over a grid of shapes.
 
 For each shape (batch, heads, K/V heads, sequence length) the simulator predicts the L2 hit
 rate of naive block-first (the kernel's identity), naive head-first, swizzled block-first and
@@ -38,7 +38,7 @@ from swizzleperf.loop.executors import Executor, InProcess
 from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile, load_kernel
-from swizzleperf.cli.render import progress_bar
+from swizzleperf.workflows.render import progress_bar
 
 DEFAULT_ACCESS_CAP = 60_000_000
 _SHAPE_KEYS = ("batch", "heads", "kv_heads", "seq", "head_dim", "causal", "bf16")
@@ -49,7 +49,7 @@ _ELEMENT_BYTES = 2  # fp16 and bf16, the kernel's only input dtypes
 
 @dataclass(frozen=True)
 class Mapping:
-    """One of DESIGN.md's attention mappings, as a remap family (and a loop order, where it has one)."""
+    """One of the four attention mappings, as a remap family (and a loop order, where it has one)."""
 
     name: str
     family: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import operator
 
-from swizzleperf.validation.proofs.values import (
+from swizzleperf.validation.proofs.sym_values import (
     Const,
     Run,
     Value,

@@ -177,7 +177,7 @@ def _run_capture_child(request: CaptureRequest, workdir: Path, progress: Callabl
     # descheduled (measured 0.1 ms -> 20 ms per tile product on a busy machine), so use one.
     env = {**os.environ, "TRITON_INTERPRET": "1", **{v: os.environ.get(v, "1") for v in _THREAD_VARS}}
     with open(stderr_path, "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "swizzleperf.sim.capture.capture", str(request_path), str(error_path)],
+        proc = subprocess.Popen([sys.executable, "-m", "swizzleperf.sim.capture.trace_capture", str(request_path), str(error_path)],
                                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
                                 text=True, start_new_session=True)
         timed_out = threading.Event()

@@ -18,26 +18,18 @@ from rich.markup import escape
 from rich.progress import Progress, TaskID
 
 from swizzleperf.hardware.select import resolve as resolve_hardware
-from swizzleperf.errors import ContractError, RunError
+from swizzleperf.errors import ContractError
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.history import History, within_noise
 from swizzleperf.records.attempt import Attempt, Stage
 from swizzleperf.kernel.contract import find_kernel, load_kernel
 from swizzleperf.loop.executors import Candidate, Executor, make_executor
-from swizzleperf.loop.optimize import (
-    DEFAULT_BATCH,
-    LoopSettings,
-    Observer,
-    finish,
-    reopen_kernel,
-    run_loop,
-    start_run,
-)
+from swizzleperf.loop.driver import DEFAULT_BATCH, LoopSettings, Observer, finish, reopen_kernel, run_loop, start_run
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposer
 from swizzleperf.records.proposal import Proposal
-from swizzleperf.proposers.search import SearchProposer
-from swizzleperf.cli.render import attempts_table, capture_progress, progress_bar
+from swizzleperf.proposers.registry import make_proposer, resolve_proposer
+from swizzleperf.workflows.render import attempts_table, capture_progress, progress_bar
 from swizzleperf.records.report import ceiling_text
 from swizzleperf.loop.rundir import RunDir, find_run
 
@@ -65,46 +57,6 @@ class OptimizeRequest:
     batch: int = DEFAULT_BATCH  # proposals per snapshot of the history (a resumed run keeps its own)
     workers: int | None = 1  # None: one per core (default_workers()); 1: in this process
     ray: str | None = None  # 'auto' or a cluster address: evaluate on Ray instead
-
-
-def resolve_proposer(requested: str | None, model: str | None) -> tuple[str, str | None]:
-    """The proposer to use, and a line to print when it is not what was literally asked for."""
-    if requested is None:
-        if model:
-            return "llm", f"--model {model} without --proposer: using --proposer llm"
-        return "search", None
-    if requested == "search" and model:
-        return "search", f"--proposer search asks no model: --model {model} is not used"
-    return requested, None
-
-
-def make_proposer(name: str, seed: int, options: dict) -> Proposer:
-    """The proposer by name, behind the library warm start when options name a library.
-
-    `options` holds model, api_base, mode, timeout_s, retries (LLM) and library (a directory).
-    """
-    proposer = _base_proposer(name, seed, options)
-    if options.get("library"):
-        from swizzleperf.remaps.library import Library
-        from swizzleperf.proposers.warmstart import WarmStart
-        entries = Library(Path(options["library"])).entries()
-        if entries:
-            return WarmStart(entries, proposer)
-    return proposer
-
-
-def _base_proposer(name: str, seed: int, llm: dict) -> Proposer:
-    if name == "search":
-        return SearchProposer(seed=seed)
-    if name in ("llm", "hybrid"):
-        from swizzleperf.proposers.llm.proposer import make_llm_proposer
-        model = make_llm_proposer(llm.get("model"), api_base=llm.get("api_base"), mode=llm.get("mode", "aware"),
-                                  timeout_s=llm.get("timeout_s", 180.0), retries=llm.get("retries", 3))
-        if name == "llm":
-            return model
-        from swizzleperf.proposers.hybrid import HybridProposer
-        return HybridProposer(model, SearchProposer(seed=seed))
-    raise RunError(f"unknown proposer '{name}': use search, llm or hybrid")
 
 
 class ConsoleObserver(Observer):
