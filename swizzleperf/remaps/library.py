@@ -107,10 +107,6 @@ class Library:
         lines += ["", f"__all__ = {names!r}", ""]
         (self.root / "__init__.py").write_text("\n".join(lines))
 
-    def fitting(self, hook: HookSignature) -> list[LibraryEntry]:
-        """Entries whose shape fits a hook (same number of logical indices)."""
-        return [e for e in self.entries() if e.ndim == hook.ndim]
-
 
 def check_name(name: str) -> None:
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):

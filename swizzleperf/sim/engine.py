@@ -47,7 +47,6 @@ from swizzleperf.sim.replay import (
     PROMOTED_MISSES,
     READ_HITS,
     READ_LOOKUPS,
-    SAMPLED_LOOKUPS,
     WRITE_LOOKUPS,
 )
 from swizzleperf.sim.sampling import choose_sample, scale_counts

@@ -15,7 +15,6 @@ not recorded; an atomic read-modify-write is one store.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,7 +121,7 @@ class Trace:
                         for a, b in ((self.sectors, other.sectors), (self.sites, other.sites))))
 
     def save(self, path: Path, meta: TraceMeta) -> None:
-        """Write `path` (.npz) and its metadata beside it (.json); `write_atomically` for shared places."""
+        """Write `path` (.npz) and its metadata beside it (.json)."""
         path = Path(path)
         optional = {} if self.sectors is None else {"sectors": self.sectors,
                                                     "sector_bytes": np.int64(self.sector_bytes)}
@@ -180,15 +179,3 @@ class TraceMeta(BaseModel):
 
 def meta_path(trace_path: Path) -> Path:
     return Path(trace_path).with_suffix(".json")
-
-
-def write_atomically(trace: Trace, meta: TraceMeta, path: Path) -> None:
-    """Save to temporary names in the same directory, then rename: metadata first, the .npz last,
-
-    so a reader that finds the .npz also finds its metadata, and a crash leaves no half file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-    trace.save(tmp, meta)
-    os.replace(meta_path(tmp), meta_path(path))
-    os.replace(tmp, path)
-

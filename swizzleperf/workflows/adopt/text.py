@@ -76,14 +76,6 @@ def apply(text: str, edits: list[Edit]) -> str:
     return text
 
 
-def rename_in(src: Source, node: ast.AST, names: dict[str, str]) -> str:
-    """The text of whole lines holding `node`, with Name nodes in `names` replaced (by position)."""
-    first, last = src.line_start(node.lineno), src.line_end(node.end_lineno)
-    edits = [Edit(src.start(n) - first, src.end(n) - first, names[n.id]) for n in ast.walk(node)
-             if isinstance(n, ast.Name) and n.id in names]
-    return apply(src.text[first:last], edits)
-
-
 def reindent(block: str, indent: str) -> str:
     """`block` moved to a new indentation (blank lines stay empty)."""
     return textwrap.indent(textwrap.dedent(block), indent)
