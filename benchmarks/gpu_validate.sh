@@ -127,7 +127,7 @@ PY
 
 if "$python" -c 'import pytest' 2>/dev/null; then
     # The opt-in GPU tests of the profilers (the CPU ones need fixtures only and run in CI).
-    "$python" -m pytest -q tests/test_profilers.py -m "gpu or ncu" -p no:cacheprovider 2>&1 \
+    "$python" -m pytest -q tests/profilers/test_profilers.py -m "gpu or ncu" -p no:cacheprovider 2>&1 \
         | tee "$OUT/pytest_gpu.txt" || status=1
 fi
 echo "gpu_validate: results in $OUT"

@@ -10,7 +10,7 @@ lane by lane, and `return` retires the lanes that reach it. Values follow compil
   int32/int64/uint32/uint64/bool with wraparound, C division and remainder (`-7 // 2 == -3`,
   `-7 % 2 == -1`), arithmetic `>>` on signed values, and Triton's promotion rules: a literal
   takes the run-time operand's type (and must fit it); mixing widths promotes like C.
-  Verified against TRITON_INTERPRET=1 in tests/test_remap.py.
+  Verified against TRITON_INTERPRET=1 in tests/remaps/test_remap.py.
 * Undefined behaviour is an error, not a value: division by zero or INT_MIN // -1 on a lane
   that evaluates it, and a value shifted by a negative or too-large amount that reaches a
   branch, a division or the result (a `tl.where` may discard it, as LLVM allows).

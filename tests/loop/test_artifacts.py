@@ -1,0 +1,84 @@
+"""A run's report and tiles.png: the achievable bound's grouping appears only where the best remap misses it."""
+
+import struct
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from swizzleperf.loop import artifacts, plots
+from swizzleperf.remaps.placement import partition_sentence
+from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.loop.history import RANKING_RULE, History
+from swizzleperf.records.attempt import Attempt, StageResult
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.records.report import BottleneckReport
+from swizzleperf.loop.rundir import RunDir
+from swizzleperf.records.run import KernelRef
+
+ROOT = Path(__file__).resolve().parents[2]
+MI300X = PRESETS["mi300x"]
+REVERSED = "@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return num_pids - 1 - pid\n"
+PARTITION = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 7, 0])  # softmax "tiny": 15 programs
+PANEL_PX = 572  # plot_tile_map: 5.2 inches at 110 dpi per panel
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return load_kernel(ROOT / "kernels" / "softmax.py")
+
+
+def _attempt(iteration: int, source: str, hits: int) -> Attempt:
+    report = BottleneckReport(
+        source="sim", hardware="mi300x", kernel="softmax", size="tiny", hit_pct=100 * hits / 400, ceiling_pct=90.0,
+        achievable_pct=82.0, achievable_fetches=80, accesses=400, hits=hits, unique_lines=40,
+        achievable_grouping=partition_sentence(PARTITION, (15,), 8))
+    return Attempt(iteration=iteration, origin="baseline" if iteration == 0 else "search", family=f"f{iteration}",
+                   source=source, diff="", stages=[StageResult(stage="profile", ok=True, detail="ok", seconds=0.0)],
+                   report=report, started_at=datetime.now(timezone.utc), seconds=0.0)
+
+
+def _run(tmp_path: Path, softmax, best_hits: int) -> RunDir:
+    run = RunDir.create(tmp_path, dict(
+        kernel=KernelRef(path=str(softmax.path), name="softmax", sha256=softmax.sha256), size="tiny",
+        hardware=MI300X, hardware_reason="test", profiler="sim", profiler_reason="test", proposer="search", seed=0,
+        iterations=1, patience=1, ranking_rule=RANKING_RULE))
+    history = History([_attempt(0, softmax.hook_source, 200), _attempt(1, REVERSED, best_hits)])
+    artifacts.write_all(run, softmax, history, achievable=PARTITION)
+    return run
+
+
+def _png_width(path: Path) -> int:
+    return struct.unpack(">I", path.read_bytes()[16:20])[0]  # the IHDR chunk's width
+
+
+def test_a_remap_short_of_the_bound_gets_the_partition_panel_and_sentence(tmp_path, softmax):
+    run = _run(tmp_path, softmax, best_hits=300)  # 100 fetches against the bound's 80
+    assert _png_width(run.path / "tiles.png") == 3 * PANEL_PX
+    report = (run.path / "report.md").read_text()
+    assert ("The achievable bound's assignment puts logical programs 0-1, 14 on die 0 of 8 (3 of 15 programs): "
+            "the best remap fetches 100 against that assignment's 80.") in report
+    assert report.index("Bounds:") < report.index("The achievable bound's") < report.index("Where the best remap")
+
+
+def test_a_remap_at_the_bound_gets_neither(tmp_path, softmax):
+    run = _run(tmp_path, softmax, best_hits=320)  # 80 fetches: the bound's, though an L1 keeps its rate at 80%
+    assert _png_width(run.path / "tiles.png") == 2 * PANEL_PX
+    report = (run.path / "report.md").read_text()
+    assert "The best remap already reaches the achievable bound." in report
+    assert "assignment puts" not in report
+
+
+def test_the_partition_panel_is_drawn_at_full_colour_from_logical_to_die():
+    grid, slot_domain = (2, 8), np.arange(16) % 8
+    fig = plots.tile_map_figure([("identity", np.arange(16)), plots.DiePanel("bound", np.arange(16) // 2)],
+                                slot_domain, grid, 8)
+    launch, partition = fig.axes
+    cmap = [plt.get_cmap("tab10")(i) for i in range(8)]
+    drawn = partition.images[0].get_array()
+    assert drawn.shape[:2] == grid and "full colour" in partition.get_title()
+    assert all(np.allclose(drawn[r, c], cmap[(r * 8 + c) // 2]) for r in range(2) for c in range(8))
+    faded = launch.images[0].get_array()
+    assert np.allclose(faded[0, 0], cmap[0]) and not np.allclose(faded[1, 0], cmap[0])  # die 0, launched later
