@@ -220,18 +220,16 @@ def _validate_or_exit(kernel: KernelFile, spec: HardwareSpec, source: str) -> No
     use `check`)."""
     from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
     from swizzleperf.hardware.spec import hook_constants
-    from swizzleperf.remaps.check import static_check
+    from swizzleperf.remaps.checked import check_candidate
     from swizzleperf.validation.loop_order import check_kernel_loop_order
-    from swizzleperf.remaps.loop_orders import static_check_loop_order
-    parts = kernel.parts(source)
-    static_check(parts.remap, kernel.hook)
+    checked = check_candidate(source, kernel)
+    parts = checked.schedule
     grids = bijectivity_grids(kernel.hook, [kernel.grid(n) for n in kernel.sizes], spec.num_domains)
-    result = check_bijective(parts.remap, kernel.hook, grids, hook_constants(kernel, spec))
+    result = check_bijective(parts.remap, kernel.hook, grids, hook_constants(kernel, spec), checked=checked.remap)
     if not result.ok:
         console.print(f"[red]✗ bijectivity[/]: {result.message}")
         raise typer.Exit(1)
     if parts.loop_order is not None:
-        static_check_loop_order(parts.loop_order, kernel.loop_order)
         order = check_kernel_loop_order(parts.loop_order, kernel, spec.num_domains)
         if not order.ok:
             console.print(f"[red]✗ loop order[/]: {order.message}")

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from swizzleperf.remaps import check as remap
 from swizzleperf.validation import bijectivity, correctness
 from swizzleperf.errors import RemapRejected, SwizzlePerfError
 from swizzleperf.hardware.spec import HardwareSpec
@@ -21,7 +20,7 @@ from swizzleperf.records.attempt import Attempt, Stage, StageResult
 from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.records.proposal import Proposal
-from swizzleperf.remaps import loop_orders
+from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
 from swizzleperf.validation import loop_order
 from swizzleperf.untrusted.parse import echo
 
@@ -60,7 +59,7 @@ class CandidateEvaluator:
                  on_stage: Callable[[Stage], None] | None = None) -> Attempt:
         started, t0 = datetime.now(timezone.utc), time.perf_counter()
         stages: list[StageResult] = []
-        report = None
+        report, checked = None, None
         for stage, run in (("propose", self._propose), ("static", self._static),
                            ("bijectivity", self._bijectivity), ("correctness", self._correctness),
                            ("profile", self._profile)):
@@ -71,14 +70,16 @@ class CandidateEvaluator:
             s0 = time.perf_counter()
             broken = False
             try:
-                ok, detail, data, produced = run(proposal)
+                ok, detail, data, produced = run(proposal, checked)
             except RemapRejected as exc:  # the candidate's failure; the stage is named beside the reason
                 ok, detail, data, produced = False, exc.reason if exc.stage == stage else str(exc), None, None
             except Exception as exc:  # the check's own (a profiler crash, a bug): recorded, never raised
                 ok, detail, data, produced, broken = False, _error_text(exc), None, None, True
             stages.append(StageResult(stage=stage, ok=ok, detail=echo(detail, _DETAIL_CHARS),
                                       seconds=time.perf_counter() - s0, data=data, checker_failed=broken))
-            if produced is not None:
+            if isinstance(produced, CheckedCandidate):  # the static stage's: what the later stages read
+                checked = produced
+            elif produced is not None:
                 report = produced
             if not ok:
                 break
@@ -94,27 +95,24 @@ class CandidateEvaluator:
         except Exception:  # noqa: BLE001 -- a diff is for reading; its absence must not lose the attempt
             return ""
 
-    # Each stage returns (ok, one-sentence detail, stage data for the record, bottleneck report or None).
+    # Each stage takes the proposal and the static stage's CheckedCandidate (None before it) and returns (ok,
+    # one-sentence detail, stage data for the record, what it produced: the checked candidate, a report, None).
 
-    def _propose(self, proposal: Proposal):
+    def _propose(self, proposal: Proposal, checked: None):
         if proposal.extraction_error:
             return False, proposal.extraction_error, None, None
         if not proposal.source.strip():
             return False, "the proposer returned no code", None, None
         return True, "code extracted", None, None
 
-    def _static(self, proposal: Proposal):
-        parts = self.kernel.parts(proposal.source)
-        remap.static_check(parts.remap, self.kernel.hook)  # raises RemapRejected
-        if parts.loop_order is None:
-            return True, "parses, right signature, only allowed constructs", None, None
-        loop_orders.static_check_loop_order(parts.loop_order, self.kernel.loop_order)
-        return True, "both hooks parse, right signatures, only allowed constructs", None, None
+    def _static(self, proposal: Proposal, checked: None):
+        checked = check_candidate(proposal.source, self.kernel)  # raises RemapRejected
+        return True, checked.what, None, checked
 
-    def _bijectivity(self, proposal: Proposal):
-        parts = self.kernel.parts(proposal.source)
+    def _bijectivity(self, proposal: Proposal, checked: CheckedCandidate):
+        parts = checked.schedule
         constants = hook_constants(self.kernel, self.hw)
-        result = bijectivity.check_bijective(parts.remap, self.kernel.hook, self.grids, constants)
+        result = bijectivity.check_bijective(parts.remap, self.kernel.hook, self.grids, constants, checked=checked.remap)
         ok, detail, data = result.ok, result.message, result.model_dump(mode="json")
         if ok and parts.loop_order is not None:  # the loop order: a permutation of the steps on every local tile
             order = loop_order.check_kernel_loop_order(parts.loop_order, self.kernel, self.hw.num_domains)
@@ -122,12 +120,12 @@ class CandidateEvaluator:
             data["loop_order"] = order.model_dump(mode="json")
         return ok, detail, data, None
 
-    def _correctness(self, proposal: Proposal):
+    def _correctness(self, proposal: Proposal, checked: CheckedCandidate):
         result = correctness.check_correctness(self.kernel, proposal.source, sizes=self.correctness_sizes,
-                                               seeds=self.seeds, num_xcds=self.hw.num_domains)
+                                               seeds=self.seeds, num_xcds=self.hw.num_domains, checked=checked)
         return result.ok, result.summary, result.model_dump(mode="json"), None
 
-    def _profile(self, proposal: Proposal):
+    def _profile(self, proposal: Proposal, checked: CheckedCandidate):
         assert self.profiler is not None
         report = self.profiler.profile(self.kernel, proposal.source, self.size)
         return True, report.summary(), None, report

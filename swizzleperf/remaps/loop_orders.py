@@ -11,7 +11,7 @@ import ast
 
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import LoopOrderSignature
-from swizzleperf.remaps.check import check_signature, static_check
+from swizzleperf.remaps.check import check_signature
 from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.untrusted.parse import MAX_SOURCE_CHARS
 
@@ -29,11 +29,6 @@ def bind_local_tile(source: str, signature: LoopOrderSignature, value: int) -> s
     bind = ast.Assign(targets=[ast.Name(signature.local_tile, ast.Store())], value=ast.Constant(int(value)))
     fn.body.insert(first, bind)
     return ast.unparse(ast.fix_missing_locations(module)) + "\n"
-
-
-def static_check_loop_order(source: str, signature: LoopOrderSignature) -> None:
-    """The remap's static subset for a loop-order hook (RemapRejected("static", why) outside it)."""
-    static_check(bind_local_tile(source, signature, 0), signature.over_steps())
 
 
 def sawtooth(signature: LoopOrderSignature) -> str:

@@ -184,7 +184,7 @@ def _evaluate_here(fn: ast.FunctionDef, hook: HookSignature, grids: list[tuple[i
 
 def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...]],
                     constexprs: dict[str, int], timeout: float = 30.0, prove: bool = True,
-                    isolate: bool = True) -> BijectivityReport:
+                    isolate: bool = True, checked: ast.FunctionDef | None = None) -> BijectivityReport:
     """Evaluate the remap on every grid in a child process and check it is one-to-one and in range;
     then (`prove`) the z3 proof for every grid size, whose counterexample is a failure too.
     `isolate=False` evaluates and proves in this process: nothing is executed either way and the
@@ -192,9 +192,10 @@ def check_bijective(source: str, hook: HookSignature, grids: list[tuple[int, ...
 
     Static-check failures and counted work over the budget (swizzleperf.remaps.work) raise
     RemapRejected; everything after (an evaluation error, a collision, a child past its time
-    limit) is a failed report, so the loop can record it.
+    limit) is a failed report, so the loop can record it. `checked`: the hook's tree where the static
+    check already ran on `source` (remaps.checked), so it is not parsed again here.
     """
-    fn = static_check(source, hook)
+    fn = checked if checked is not None else static_check(source, hook)
     from swizzleperf.remaps.work import BIJECTIVITY_WORK, programs_of, require_work
 
     require_work(fn, constexprs, programs_of(grids), BIJECTIVITY_WORK, "bijectivity", "the sampled grids")

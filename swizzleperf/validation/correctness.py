@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swizzleperf.untrusted import source_text
 from swizzleperf.kernel import user_errors
 from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
+from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
 from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.untrusted.isolation import Confinement
 from swizzleperf.untrusted.sandbox import default_confinement, run_in_child
@@ -150,13 +151,14 @@ def sizes_to_check(kernel: KernelFile, sizes: list[str] | None, device: str) -> 
 
 def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | None = None,
                       seeds: tuple[int, ...] = (0, 1), num_xcds: int = 8, device: str | None = None,
-                      timeout: float = 120.0) -> CorrectnessReport:
+                      timeout: float = 120.0, checked: CheckedCandidate | None = None) -> CorrectnessReport:
     """Run the kernel with `remap_source` as its hook in a child and compare with the reference.
 
     sizes: CHECK_SIZES on the CPU interpreter, every declared size on a GPU. device: "cuda" when
     torch sees a GPU, else "cpu". Raises ContractError for an unknown size, or when the kernel
     file itself (with its own hook) does not load in a fresh process; any failure caused by the
-    remap, a crash or a timeout included, is a failed report.
+    remap, a crash or a timeout included, is a failed report. `checked`: the candidate as the static stage
+    left it (remaps.checked), so its counted work is read from those trees.
     """
     device = device or default_device()
     sizes = sizes_to_check(kernel, sizes, device)
@@ -166,7 +168,7 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
     def failed(reason: str) -> CorrectnessReport:
         return CorrectnessReport.from_cases(kernel, [], **settings, seconds=time.perf_counter() - t0, failure=reason)
 
-    over = _over_budget(kernel, remap_source, sizes, seeds, int(num_xcds)) if device == "cpu" else None
+    over = _over_budget(kernel, remap_source, sizes, seeds, int(num_xcds), checked) if device == "cpu" else None
     if over is not None:
         return failed(over)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-correctness-") as tmp:
@@ -212,21 +214,17 @@ def _child_files(kernel: KernelFile, remap_source: str, tmp: Path) -> dict[str, 
     return files
 
 
-def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds, num_xcds: int) -> str | None:
+def _over_budget(kernel: KernelFile, remap_source: str, sizes: list[str], seeds, num_xcds: int,
+                 checked: CheckedCandidate | None) -> str | None:
     """Why the candidate is too much work for the CPU interpreter (swizzleperf.remaps.work), counted before it runs.
     Only hooks inside the remap subset can be counted; anything else is the child's to judge, as before."""
-    from swizzleperf.remaps.check import static_check
-    from swizzleperf.remaps.loop_orders import bind_local_tile
     from swizzleperf.remaps.work import INTERPRETER_WORK, LOOP_ORDER_CALL_WORK, per_program, require_work
 
     try:
-        parts = kernel.parts(remap_source)
-        fn = static_check(parts.remap, kernel.hook)
-        order = None
-        if parts.loop_order is not None and kernel.loop_order is not None:
-            order = static_check(bind_local_tile(parts.loop_order, kernel.loop_order, 0), kernel.loop_order.over_steps())
+        checked = checked if checked is not None else check_candidate(remap_source, kernel)
     except RemapRejected:
         return None
+    fn, order = checked.remap, checked.loop_order
     try:
         programs = sum(math.prod(kernel.grid(size)) for size in sizes) * max(1, len(seeds))
         require_work(fn, {name: num_xcds for name in kernel.hook.constexprs}, programs, INTERPRETER_WORK,
