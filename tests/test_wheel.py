@@ -19,20 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from reference_remaps import XCD_CONTIGUOUS_1D as REMAP
+
 from swizzleperf.proposers.llm.scripted_server import ScriptedServer, chat_reply
 
 ROOT = Path(__file__).resolve().parents[1]
-REMAP = '''@triton.jit
-def swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):
-    # whole rows per XCD: XCD d takes one contiguous range of logical ids
-    xcd = pid % NUM_XCDS
-    local = pid // NUM_XCDS
-    q = tl.cdiv(num_pids, NUM_XCDS)
-    tall = num_pids - (q - 1) * NUM_XCDS
-    if xcd < tall:
-        return xcd * q + local
-    return tall * q + (xcd - tall) * (q - 1) + local
-'''
 
 
 def _run(args: list[str], cwd: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:

@@ -4,7 +4,7 @@ A candidate is one piece of text, as a proposer writes it and as the history sto
 function, and, for a kernel that declares LOOP_ORDER_HOOK, optionally that function after it (e.g.
 swizzled head-first and the sawtooth K/V order). One text keeps one identity per idea (the search
 and the LLM loop never retry it), one diff and one file to apply. The checks take it apart here:
-the remap goes where a remap goes, the loop order through `schedules.loop_order`.
+the remap goes where a remap goes, the loop order through `validation.loop_order`.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ class KernelFile:
 
     def with_hook(self, hook_source: str) -> str:
         """The kernel file's text with the candidate in place: its remap for the remap hook and, where it
-        has one (`schedules.candidate`), its loop order for the loop-order hook."""
+        has one (`kernel.candidate`), its loop order for the loop-order hook."""
         parts = self.parts(hook_source)
         spans = [(self.hook_lines, parts.remap)]
         if parts.loop_order is not None:

@@ -1,6 +1,6 @@
 """`swizzleperf optimize`: assemble hardware, profiler, proposer and run directory, then loop.
 
-Kept apart from the loop itself (optimize.py) so the loop stays free of CLI concerns: this is
+Kept apart from the loop itself (loop/driver.py) so the loop stays free of CLI concerns: this is
 where settings are resolved, progress is rendered and the user's kernel is (only with --write)
 rewritten.
 """

@@ -251,7 +251,7 @@ class EventBatch:
 class TraceBuilder:
     """Accumulates committed batches; `build()` orders programs by launch id.
 
-    With `spill` (a path), each batch is written there as runs when committed (runs.py) and `build()`
+    With `spill` (a path), each batch is written there as runs when committed (sim/trace/line_runs.py) and `build()`
     returns the stored trace: capture then holds one batch in memory, not the whole trace."""
 
     def __init__(self, num_programs: int, line_bytes: int, sector_bytes: int, spill: Path | None = None):

@@ -2,9 +2,8 @@
 
 `capture_trace(kernel, size)` runs the kernel through its contract (`make_inputs(size, seed=0,
 device="cpu")`, `make_outputs`, `launch(..., num_xcds=8)` with the file's original hook) on the
-Triton CPU interpreter and records every load and store (see trace.py for what a trace holds, runs.py
-for how it is stored). The trace
-does not depend on the remap: the simulator permutes programs, so a second call for the same
+Triton CPU interpreter and records every load and store (see sim/trace/record.py for what a trace
+holds, sim/trace/line_runs.py for how it is stored). The trace does not depend on the remap: the simulator permutes programs, so a second call for the same
 kernel source and size is a cache hit, whatever remap is being evaluated.
 
 Capture runs in a child process: the interpreter must be enabled (TRITON_INTERPRET=1) before the

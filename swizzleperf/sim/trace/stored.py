@@ -1,4 +1,4 @@
-"""A trace kept on disk in compact form (runs.py), usable wherever a `Trace` is.
+"""A trace kept on disk in compact form (line_runs.py), usable wherever a `Trace` is.
 
 `StoredTrace` answers the questions a profiler asks (sizes, one program's events) from the file,
 and expands itself into an in-memory `Trace` only when something reads the per-line arrays (tests,

@@ -18,7 +18,7 @@ import z3
 from swizzleperf.validation.proofs.backends import BackendState, Violation, Z3Logic, compare_values, key
 from swizzleperf.remaps.evaluate.values import INT1, IntType
 
-INDEX_BITS = 64  # results and extents are compared as int64, as remap_eval compares them
+INDEX_BITS = 64  # results and extents are compared as int64, as remaps/evaluate compares them
 
 
 class BitVecBackend(Z3Logic, BackendState):

@@ -80,7 +80,7 @@ def undefined(run: Run, constexprs: dict[str, int]) -> Counterexample | None:
 def poison_text(run: Run, constexprs: dict[str, int]) -> str | None:
     """Why a shift by an amount outside [0, bits) leaves the verdict unknown, if one happens.
 
-    LLVM makes such a shift poison, which is harmless when a select discards it (remap_eval
+    LLVM makes such a shift poison, which is harmless when a select discards it (remaps/evaluate
     tracks that); the prover does not track poison, so it claims neither way.
     """
     event = run.first(("shift_range",))

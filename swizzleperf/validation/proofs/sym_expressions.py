@@ -1,7 +1,7 @@
 """Expressions of the symbolic executor: Triton's typing, then the backend's arithmetic.
 
 Compile-time operands fold in Python (Python's floor division, as Triton folds constexprs);
-anything else is cast to one type by remap_eval's promotion rules and handed to the backend,
+anything else is cast to one type by remaps/evaluate's promotion rules and handed to the backend,
 which knows int32 wrap-around and C's truncating division. Constructs the prover does not
 translate raise ProofError("unsupported").
 """
@@ -24,7 +24,7 @@ from swizzleperf.validation.proofs.sym_values import (
 from swizzleperf.remaps.evaluate.values import CASTS, INT1
 from swizzleperf.remaps.evaluate.values import Dropped
 
-_CONST_LIMIT = 2 ** 256  # as remap_eval: a larger compile-time int is a denial of service, not a remap
+_CONST_LIMIT = 2 ** 256  # as remaps/evaluate: a larger compile-time int is a denial of service, not a remap
 _CONST_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
                  ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
                  ast.RShift: operator.rshift, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,

@@ -3,7 +3,7 @@
 Literals, constexpr parameters and `tl.static_range` indices are compile-time Python ints (with
 Python's own semantics, as Triton folds them); everything the grid or the program id touches is
 a typed run-time value whose term belongs to a backend (z3 or concrete). The typing rules are
-remap_eval's (they were checked there against Triton's front end), reused rather than restated.
+remaps/evaluate's (they were checked there against Triton's front end), reused rather than restated.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Only the tree is walked; nothing is exec'd. Statements run under a path conditio
 select, and a `return` records its values with the condition that reaches it. `range` and
 `tl.static_range` loops are unrolled (their bounds are compile-time constants and the static
 check caps the trip count at LOOP_TRIP_CAP), so the result is loop-free. The scoping rules
-(which names survive an `if` or a loop, which rebinding Triton refuses) follow remap_eval.
+(which names survive an `if` or a loop, which rebinding Triton refuses) follow remaps/evaluate.
 """
 
 from __future__ import annotations
