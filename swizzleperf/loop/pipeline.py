@@ -112,7 +112,8 @@ class CandidateEvaluator:
     def _bijectivity(self, proposal: Proposal, checked: CheckedCandidate):
         parts = checked.schedule
         constants = hook_constants(self.kernel, self.hw)
-        result = bijectivity.check_bijective(parts.remap, self.kernel.hook, self.grids, constants, checked=checked.remap)
+        result = bijectivity.check_bijective(parts.remap, self.kernel.hook, self.grids, constants,
+                                             checked=checked.remap)
         ok, detail, data = result.ok, result.message, result.model_dump(mode="json")
         if ok and parts.loop_order is not None:  # the loop order: a permutation of the steps on every local tile
             order = loop_order.check_kernel_loop_order(parts.loop_order, self.kernel, self.hw.num_domains)

@@ -60,7 +60,8 @@ def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Pr
     if path is None:
         return _predicting(hw, sim_options), (f"auto: a {label} but no {chosen.tool} on PATH or in {', '.join(dirs)}, "
                                               f"so the simulator predicts")
-    return _timed(chosen.load()(hw, binary=path), hw), f"auto: a {label} and {chosen.tool} at {path}, so {chosen.tool} measures"
+    why = f"auto: a {label} and {chosen.tool} at {path}, so {chosen.tool} measures"
+    return _timed(chosen.load()(hw, binary=path), hw), why
 
 
 def _timed(profiler: Profiler, hw: HardwareSpec) -> Profiler:
