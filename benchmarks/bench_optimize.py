@@ -11,7 +11,6 @@ run's seconds. Runs go to a temporary directory; the trace cache is the user's u
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import tempfile
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
+from swizzleperf.workflows.optimize import OptimizeRequest, run_quietly
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ["softmax", "gemm", "transpose", "layernorm"]
@@ -44,11 +43,11 @@ def main() -> None:
             os.environ["SWIZZLEPERF_CACHE"] = str(Path(tmp) / "cache")
         for name in args.kernels:
             t0 = time.perf_counter()
-            run = run_optimize(OptimizeRequest(
+            run = run_quietly(OptimizeRequest(
                 kernel_path=ROOT / "kernels" / f"{name}.py", hardware=args.hardware, profiler="sim",
                 proposer="search", iterations=args.iterations, patience=args.iterations, size=None, seed=0,
-                model=None, api_base=None, llm_mode="aware", llm_timeout=180.0, llm_retries=3, library=None, write=False, resume=None, runs_dir=Path(tmp) / "runs"),
-                Console(file=io.StringIO()))
+                model=None, api_base=None, llm_mode="aware", llm_timeout=180.0, llm_retries=3, library=None,
+                write=False, resume=None, runs_dir=Path(tmp) / "runs"))
             total = time.perf_counter() - t0
             history = run.load_history()
             best, base, rec = history.best(), history.baseline(), run.record

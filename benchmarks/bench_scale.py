@@ -179,11 +179,7 @@ def _untimed(value):
 
 
 def _optimize(kernel: Path, root: Path, iterations: int, workers: int) -> tuple[float, list]:
-    import io
-
-    from rich.console import Console
-
-    from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
+    from swizzleperf.workflows.optimize import OptimizeRequest, run_quietly
 
     request = OptimizeRequest(
         kernel_path=kernel, hardware="mi300x", profiler="sim", proposer="search", iterations=iterations,
@@ -191,7 +187,7 @@ def _optimize(kernel: Path, root: Path, iterations: int, workers: int) -> tuple[
         llm_retries=3, library=None, write=False, resume=None, runs_dir=root, stop_at_ceiling=False,
         workers=workers)
     t0 = time.perf_counter()
-    run = run_optimize(request, Console(file=io.StringIO()))
+    run = run_quietly(request)
     return time.perf_counter() - t0, [_untimed(json.loads(line)) for line in run.attempts_path.read_text().splitlines()]
 
 
@@ -216,10 +212,6 @@ def bench_bench_workers(iterations: int = 4) -> dict[int, float]:
     """Wall time of `bench` over the whole suite with 1 and 2 workers, every kernel run at its size small and
     re-checked at tiny (the default sizes take well over ten minutes a run here), each run from an empty
     trace cache so both pay for the captures."""
-    import io
-
-    from rich.console import Console
-
     from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels, run_bench
     from swizzleperf.loop.executors import make_executor
 
@@ -237,7 +229,7 @@ def bench_bench_workers(iterations: int = 4) -> dict[int, float]:
             executor = make_executor(workers)
             t0 = time.perf_counter()
             try:
-                report = run_bench(request, Console(file=io.StringIO()), executor)
+                report = run_bench(request, executor)
             finally:
                 executor.close()
             times[workers] = time.perf_counter() - t0

@@ -28,7 +28,7 @@ _API = {
     "select_profiler": "swizzleperf.profilers.select", "make_proposer": "swizzleperf.proposers.registry",
     "CandidateEvaluator": "swizzleperf.loop.pipeline", "History": "swizzleperf.loop.history",
     "RunDir": "swizzleperf.loop.rundir", "OptimizeRequest": "swizzleperf.workflows.optimize",
-    "run_optimize": "swizzleperf.workflows.optimize",
+    "run_quietly": "swizzleperf.workflows.optimize",
 }
 
 __all__ = ["__version__", *_API]

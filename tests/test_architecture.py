@@ -142,6 +142,15 @@ def test_no_two_modules_share_a_basename_with_different_meanings():
     assert repeated == {}
 
 
+def test_only_the_command_line_speaks_rich_and_typer():
+    """Below cli/, progress and results leave through callbacks and return values, never a console."""
+    speaking = sorted(module for module, path in modules().items() if floor(module) != "cli" and any(
+        isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+            (getattr(n, "module", None) or alias.name).split(".")[0] in ("rich", "typer") for alias in n.names)
+        for n in ast.walk(ast.parse(path.read_text()))))
+    assert speaking == []
+
+
 def test_the_package_root_imports_nothing_of_its_own():
     tree = ast.parse((PACKAGE / "__init__.py").read_text())
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("swizzleperf")]

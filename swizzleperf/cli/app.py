@@ -100,12 +100,12 @@ def _defined(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
 
 
 def _progress():
-    from swizzleperf.workflows.render import progress_bar
+    from swizzleperf.cli.render import progress_bar
     return progress_bar(console)
 
 
 def _capture_progress(progress):
-    from swizzleperf.workflows.render import capture_progress
+    from swizzleperf.cli.render import capture_progress
     return capture_progress(progress)
 
 

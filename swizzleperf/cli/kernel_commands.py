@@ -40,7 +40,7 @@ from swizzleperf.records.report import ceiling_text
 def hw(show: Optional[str] = typer.Option(None, "--show", help="print one spec in full (preset or file)"),
        as_json: bool = typer.Option(False, "--json", help="print JSON (a valid spec file)")) -> None:
     """List hardware presets and the detected local GPU."""
-    from swizzleperf.workflows.render import spec_table
+    from swizzleperf.cli.render import spec_table
     if show is not None:
         spec, why = resolve_hardware(show)
         if as_json:
@@ -154,7 +154,7 @@ def profile(kernel_path: str = KernelArg,
                                                        "(the hardware's is unpublished) to show the spread")) -> None:
     """Profile the kernel's own remap, and a candidate beside it with --remap."""
     from swizzleperf.profilers.select import select_profiler
-    from swizzleperf.workflows.render import report_table
+    from swizzleperf.cli.render import report_table
 
     kernel = load_kernel(find_kernel(kernel_path))
     size = size or kernel.default_size
@@ -278,7 +278,8 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
              batch: int = BatchOpt,
              runs_dir: Path = RunsDirOpt) -> None:
     """Search for a remap that raises the kernel's L2 hit rate; writes a run directory."""
-    from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
+    from swizzleperf.cli.optimize_command import run_optimize
+    from swizzleperf.workflows.optimize import OptimizeRequest
     request = OptimizeRequest(kernel_path=kernel_path, hardware=hw_name, profiler=profiler_name,
                               proposer=proposer_name, iterations=iterations, patience=patience, size=size,
                               seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, llm_timeout=llm_timeout,
@@ -323,7 +324,8 @@ def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]
           batch: int = BatchOpt,
           runs_dir: Path = RunsDirOpt) -> None:
     """Optimize every kernel of a suite, then check each best remap at the kernel's other sizes."""
-    from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels, run_bench
+    from swizzleperf.cli.bench_command import run_bench
+    from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels
     from swizzleperf.proposers.registry import resolve_proposer
     only = None if other_sizes is None else [name.strip() for name in other_sizes.split(",") if name.strip()]
     proposer, note = resolve_proposer(proposer_name, model)
@@ -356,7 +358,7 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
     shapes: table and heatmaps."""
     from swizzleperf.workflows.bench.suite import find_kernels
     from swizzleperf.workflows.sweep.shapes import SweepGrid
-    from swizzleperf.workflows.sweep.output import run_sweep_command
+    from swizzleperf.cli.sweep_command import run_sweep_command
     try:
         grid = SweepGrid.parse(heads=heads, seq=seq, batch=batch, kv_heads=kv_heads)
     except ValueError as exc:
@@ -377,5 +379,5 @@ def adopt_command(module: Path = typer.Argument(..., metavar="MODULE", help="a s
 
     Exit status: 0 the file is complete; 1 it was written with TODOs (each named); 2 nothing written.
     """
-    from swizzleperf.workflows.adopt.command import run_adopt
+    from swizzleperf.cli.adopt_command import run_adopt
     raise typer.Exit(run_adopt(module, output, force, console))

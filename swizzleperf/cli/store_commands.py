@@ -36,7 +36,7 @@ def runs_list(runs_dir: Path = RunsDirOpt) -> None:
     """One line per run: kernel, hardware, status, baseline -> best (ceiling)."""
     from rich.table import Table
 
-    from swizzleperf.workflows.render import print_unclipped
+    from swizzleperf.cli.render import print_unclipped
     from swizzleperf.loop.rundir import RunDir, list_runs
     table = Table(title=f"Runs in {runs_dir}", title_justify="left")
     for col in ("run", "kernel", "size", "hardware", "profiler", "proposer", "status", "baseline %", "best %", "ceiling %"):
@@ -56,7 +56,7 @@ def runs_list(runs_dir: Path = RunsDirOpt) -> None:
 @runs_app.command("show")
 def runs_show(run_ref: str = typer.Argument("latest", metavar="RUN"), runs_dir: Path = RunsDirOpt) -> None:
     """The run's settings and its attempts table."""
-    from swizzleperf.workflows.render import attempts_table
+    from swizzleperf.cli.render import attempts_table
     from swizzleperf.records.report import bounds_text
     from swizzleperf.loop.rundir import RunDir, find_run
     run = RunDir.open(find_run(run_ref, runs_dir))

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from swizzleperf.cli.main import app
 from swizzleperf.cli.main import main
 from swizzleperf.hardware.presets import PRESETS
-from swizzleperf.workflows.render import spec_table
+from swizzleperf.cli.render import spec_table
 
 from terminal_tables import cells, render
 

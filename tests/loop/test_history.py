@@ -115,7 +115,7 @@ def test_reports_written_before_the_bounds_grouping_still_load():
 
 def test_the_report_and_the_table_say_why_an_accepted_attempt_ranks_last():
     from swizzleperf.loop.artifacts import _row
-    from swizzleperf.workflows.render import verdict_text
+    from swizzleperf.cli.render import verdict_text
 
     baseline = _attempt(0, 91.43, (0.985, 1.000, 1.004), origin="baseline")
     slower = _attempt(1, 92.70, (1.006, 1.010, 1.015))

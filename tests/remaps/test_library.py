@@ -21,7 +21,8 @@ from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
 from swizzleperf.loop.rundir import RunDir
-from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
+from swizzleperf.cli.optimize_command import run_optimize
+from swizzleperf.workflows.optimize import OptimizeRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 

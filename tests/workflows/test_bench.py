@@ -14,8 +14,9 @@ from swizzleperf.workflows.bench.suite import (
     SimBudget,
     find_kernels,
     generalise,
-    run_bench,
 )
+from swizzleperf.cli import bench_command
+from swizzleperf.cli.bench_command import run_bench
 from swizzleperf.errors import ContractError
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
@@ -178,7 +179,7 @@ def test_a_bench_stopped_part_way_keeps_the_kernels_it_finished(tmp_path, monkey
     for width, headers in ((80, ["kernel", "size", "base %", "best %", "ceiling %", "speedup", "best family"]),
                            (200, ["kernel", "size", "source", "base %", "best %", "ceiling %", "+pts", "speedup",
                                   "iter", "s", "best family", "other sizes: base -> best % (ceiling)"])):
-        lines = render(lambda columns: bench.rich_table(report, columns), width)
+        lines = render(lambda columns: bench_command.rich_table(report, columns), width)
         assert cells(lines, "kernel", "best") == headers
         row = cells(lines, "transpose")
         assert row[:2] == ["transpose", "small"] and f"{done.best_hit_pct:.2f}" in row

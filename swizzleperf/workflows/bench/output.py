@@ -1,11 +1,8 @@
-"""bench.md, bench.json and bench.png, and the table printed at the end."""
+"""bench.md, bench.json and bench.png (the table a terminal shows is cli/bench_command.py's)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from rich.markup import escape
-from rich.table import Table
 
 from swizzleperf.workflows.bench.results import BenchReport, KernelResult
 from swizzleperf.loop.history import gain_noise
@@ -67,32 +64,8 @@ def to_markdown(report: BenchReport) -> str:
     return "\n".join(lines)
 
 
-_SHORT_COLUMNS = ("kernel", "size", "source", "base %", "best %", "ceiling %", "+pts", "speedup", "iter", "s",
+SHORT_COLUMNS = ("kernel", "size", "source", "base %", "best %", "ceiling %", "+pts", "speedup", "iter", "s",
                   "best family", "other sizes: base -> best % (ceiling)")
-
-
-# Below this many columns the full table folds every cell into slivers; the narrow one keeps the
-# numbers a glance needs (the other sizes are in the per-kernel lines above it and in bench.md).
-_FULL_TABLE_WIDTH = 150
-_NARROW_COLUMNS = ("kernel", "size", "base %", "best %", "ceiling %", "speedup", "best family")
-
-
-def rich_table(report: BenchReport, width: int = _FULL_TABLE_WIDTH) -> Table:
-    """The table for a terminal `width` columns wide: COLUMNS with short headers, or fewer of them."""
-    narrow = width < _FULL_TABLE_WIDTH
-    columns = _NARROW_COLUMNS if narrow else _SHORT_COLUMNS
-    caption = ("other sizes: in the lines above and in bench.md. " if narrow else
-               "iter, s: iterations and seconds to the best attempt. ")
-    table = Table(title=f"swizzleperf bench on {report.hardware.name}: L2 read hit rates {report.label}",
-                  title_justify="left", caption_justify="left",
-                  caption=f"{caption}Total wall time {report.total_seconds:.1f} s.")
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("kernel", "size", "source", "best family") or "other" in col
-                         else "right", overflow="fold")
-    for result in report.kernels:
-        cells = dict(zip(_SHORT_COLUMNS, row_cells(result, "\n")))
-        table.add_row(*(escape(cells[col]) for col in columns))
-    return table
 
 
 def plot_bench(report: BenchReport, path: Path) -> Path:

@@ -9,15 +9,11 @@ with. Writes bench.md, bench.json (records.BenchReport) and bench.png into --out
 
 from __future__ import annotations
 
-import io
 import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-
-from rich.console import Console
-from rich.markup import escape
 
 from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.workflows.bench.other_sizes import (
@@ -28,7 +24,7 @@ from swizzleperf.workflows.bench.other_sizes import (
     _first_line,
     generalise,
 )
-from swizzleperf.workflows.bench.output import rich_table, write_outputs
+from swizzleperf.workflows.bench.output import write_outputs
 from swizzleperf.workflows.bench.results import BenchReport, KernelResult, Speedup
 from swizzleperf.validation.correctness import default_device
 from swizzleperf.errors import ContractError, SwizzlePerfError
@@ -38,9 +34,8 @@ from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KERNELS_DIR, find_kernel, load_kernel
 from swizzleperf.loop.driver import DEFAULT_BATCH, reopen_kernel
 from swizzleperf.profilers.select import select_profiler
-from swizzleperf.workflows.render import progress_bar
 from swizzleperf.loop.rundir import RunDir
-from swizzleperf.workflows.optimize import OptimizeRequest, run_optimize
+from swizzleperf.workflows.optimize import OptimizeRequest, run_quietly
 
 __all__ = ["BenchReport", "BenchRequest", "SimBudget", "find_kernels", "generalise", "run_bench"]
 
@@ -121,7 +116,7 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
         api_base=request.api_base, llm_mode="aware", llm_timeout=180.0, llm_retries=3, library=None, write=False,
         resume=None, runs_dir=request.runs_dir, batch=request.batch)  # in-process: the executor spreads kernels
     try:
-        run = run_optimize(optimize, Console(file=io.StringIO()))
+        run = run_quietly(optimize)
     except SwizzlePerfError as exc:
         return KernelResult(kernel=path.stem, kernel_path=str(path), status="failed", error=_first_line(exc),
                             run_seconds=time.perf_counter() - t0, started_at=started_at, gpu=gpu)
@@ -140,52 +135,46 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
     return result
 
 
-def run_bench(request: BenchRequest, console: Console, executor: Executor | None = None) -> BenchReport:
-    """Every kernel of the request, one per call of `executor` (default: in turn, in this process); prints
-    the table and writes bench.md/.json/.png after each kernel, in the request's order."""
-    executor = executor or InProcess()
+class BenchWatcher:
+    """What a bench tells whoever watches it (the CLI renders it; by default nobody watches)."""
+
+    def started(self, request: BenchRequest, report: BenchReport, out: Path, executor: Executor) -> None: ...
+
+    def status(self, path: Path) -> Status:
+        """Where kernel `path`'s optimize run and generalisation stand, as they go (in this process only)."""
+        return _quiet
+
+    def kernel_done(self, result: KernelResult, report: BenchReport) -> None: ...
+
+    def finished(self, report: BenchReport, paths: list[Path]) -> None: ...
+
+
+def run_bench(request: BenchRequest, executor: Executor | None = None,
+              watcher: BenchWatcher | None = None) -> BenchReport:
+    """Every kernel of the request, one per call of `executor` (default: in turn, in this process); writes
+    bench.md/.json/.png after each kernel, in the request's order."""
+    executor, watcher = executor or InProcess(), watcher or BenchWatcher()
     t0 = time.perf_counter()
     check_other_sizes(request.other_sizes, request.kernels)
     spec, hw_reason = resolve_hardware(request.hardware)
     profiler, profiler_reason = select_profiler(request.profiler, spec)  # fails now, not once per kernel
     device = default_device()
     out = request.out or request.runs_dir / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    console.print(f"[bold]swizzleperf bench[/] {len(request.kernels)} kernels on {spec.name} ({hw_reason}); profiler "
-                  f"{profiler.name} ({profiler_reason}); proposer {request.proposer}, {request.iterations} iterations; "
-                  f"runs in {request.runs_dir}, results in {out}; kernels: {executor.describe()}")
     report = BenchReport(
         created_at=datetime.now(timezone.utc), hardware=spec, hardware_reason=hw_reason, profiler=profiler.name,
         profiler_reason=profiler_reason, proposer=request.proposer, iterations=request.iterations, seed=request.seed,
         correctness_device=device, max_sim_accesses=request.max_sim_accesses,
         capture_timeout_s=request.capture_timeout_s, other_sizes=request.other_sizes, kernels=[],
         kernels_planned=len(request.kernels), total_seconds=0.0)
+    watcher.started(request, report, out, executor)
     paths: list[Path] = []
-    progress = progress_bar(console, unit="kernels")
-    with progress:
-        task = progress.add_task("bench", total=len(request.kernels))
-
-        def status(path: Path) -> Status:
-            if executor.name != "in-process":  # elsewhere: the kernels' lines below say how it goes
-                return _quiet
-            return lambda text: progress.update(task, description=f"{path.stem}: {text}")
-
-        calls = [(path, request, spec, profiler.name, device, status(path)) for path in request.kernels]
-        for result in executor.map(bench_kernel, calls, gpu=profiler.measures):
-            report.kernels.append(result)
-            report.total_seconds = time.perf_counter() - t0
-            # Written after every kernel: a bench stopped part-way keeps what it finished.
-            paths = write_outputs(report, out)
-            progress.advance(task)
-            console.print(_progress_line(result), highlight=False)
-    console.print(rich_table(report, console.width))
-    console.print(f"wrote {', '.join(str(p) for p in paths)}; total wall time {report.total_seconds:.1f} s")
+    local = executor.name == "in-process"  # elsewhere: the kernels' lines say how it goes
+    calls = [(path, request, spec, profiler.name, device, watcher.status(path) if local else _quiet)
+             for path in request.kernels]
+    for result in executor.map(bench_kernel, calls, gpu=profiler.measures):
+        report.kernels.append(result)
+        report.total_seconds = time.perf_counter() - t0
+        paths = write_outputs(report, out)  # after every kernel: a bench stopped part-way keeps what it finished
+        watcher.kernel_done(result, report)
+    watcher.finished(report, paths)
     return report
-
-
-def _progress_line(result: KernelResult) -> str:
-    if result.status == "failed":
-        return f"[red]✗[/] {escape(result.kernel)}: {escape(result.error or '')}"
-    return (f"[green]✓[/] {escape(result.kernel)} ({result.size}): {result.baseline_hit_pct:.2f}% -> "
-            f"{result.best_hit_pct:.2f}% ({escape(result.best_family or '')}); other sizes: "
-            f"{escape('; '.join(s.cell() for s in result.other_sizes)) or 'none'} "
-            f"[dim]{result.run_seconds + result.generalise_seconds:.0f}s[/]")

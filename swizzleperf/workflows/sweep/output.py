@@ -1,25 +1,10 @@
-"""The sweep's outputs: sweep.md, sweep.json, sweep.png and the terminal table; the CLI's entry point."""
+"""The sweep's outputs: sweep.md, sweep.json and sweep.png (the terminal table is cli/sweep_command.py's)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
-from swizzleperf.hardware.select import resolve as resolve_hardware
-from swizzleperf.loop.executors import Executor, InProcess
-from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.workflows.sweep.shapes import (
-    MAPPINGS,
-    Shape,
-    SweepCell,
-    SweepGrid,
-    SweepReport,
-    mappings_for,
-    run_sweep,
-)
+from swizzleperf.workflows.sweep.shapes import Shape, SweepCell, SweepReport
 
 
 def columns(report: SweepReport) -> tuple[str, ...]:
@@ -27,20 +12,19 @@ def columns(report: SweepReport) -> tuple[str, ...]:
             *(f"{name} %" for name in report.mappings), "ceiling %", "best mapping", "note")
 
 
-def _hits(report: SweepReport, cell: SweepCell) -> list[str]:
+def hits(report: SweepReport, cell: SweepCell) -> list[str]:
     return [f"{cell.hit_pct[name]:.2f}" if name in cell.hit_pct else "" for name in report.mappings]
 
 
 def _row(report: SweepReport, cell: SweepCell) -> list[str]:
     s = cell.shape
-    hits = _hits(report, cell)
     ceiling = "" if cell.ceiling_pct is None else f"{cell.ceiling_pct:.2f}"
     note = f"skipped: {cell.reason}" if cell.status == "skipped" else ""
     return [str(s.batch), str(s.heads), str(s.kv_heads), str(s.seq), str(s.group), f"{cell.line_accesses / 1e6:.2f}",
-            *hits, ceiling, " = ".join(cell.best_mappings()), note]
+            *hits(report, cell), ceiling, " = ".join(cell.best_mappings()), note]
 
 
-def _base_text(report: SweepReport) -> str:
+def base_text(report: SweepReport) -> str:
     fixed = {k: v for k, v in report.base_values.items() if k not in ("batch", "heads", "kv_heads", "seq")}
     return f"Other parameters from size '{report.base_size}': {', '.join(f'{k}={v}' for k, v in fixed.items())}"
 
@@ -50,7 +34,7 @@ def to_markdown(report: SweepReport) -> str:
     lines = [
         f"# Attention mappings on {report.hardware.name}: {report.kernel}",
         "",
-        f"L2 read hit rates {report.label} (hardware: {report.hardware_reason}). {_base_text(report)}. "
+        f"L2 read hit rates {report.label} (hardware: {report.hardware_reason}). {base_text(report)}. "
         f"The swizzled mappings pin one KV group (group = heads / K/V heads) per die. Shapes above "
         f"{report.access_cap / 1e6:g} M line accesses are skipped ({skipped} of {len(report.cells)}). "
         f"Wall time {report.total_seconds:.1f} s.",
@@ -60,30 +44,6 @@ def to_markdown(report: SweepReport) -> str:
     ]
     lines += ["| " + " | ".join(_row(report, c)) + " |" for c in report.cells]
     return "\n".join(lines) + "\n\n![hit rate per mapping](sweep.png)\n"
-
-
-def _short(name: str) -> str:
-    return name.replace("naive ", "").replace("swizzled ", "sw. ").replace(" + sawtooth", " +saw")
-
-
-def rich_table(report: SweepReport) -> Table:
-    """The table for a terminal: short headers, hit rates only."""
-    table = Table(title=f"{report.kernel} on {report.hardware.name}: L2 read hit rate, % ({report.label})",
-                  title_justify="left", caption_justify="left",
-                  caption=f"block-first, head-first: naive; sw.: swizzled, one KV group per die"
-                          f"{'; +saw: with the sawtooth K/V order' if len(report.mappings) > len(MAPPINGS) else ''}. "
-                          f"{_base_text(report)}. "
-                          f"Wall time {report.total_seconds:.1f} s.")
-    for col in ("batch", "heads", "kv", "seq", "M acc.", *map(_short, report.mappings), "ceiling", "note"):
-        table.add_column(col, justify="left" if col == "note" else "right")
-    for cell in report.cells:
-        s = cell.shape
-        hits = _hits(report, cell)
-        ceiling = "" if cell.ceiling_pct is None else f"{cell.ceiling_pct:.2f}"
-        note = "skipped: " + cell.reason if cell.reason else ""
-        table.add_row(str(s.batch), str(s.heads), str(s.kv_heads), str(s.seq), f"{cell.line_accesses / 1e6:.3g}",
-                      *hits, ceiling, note)
-    return table
 
 
 def plot_heatmaps(report: SweepReport, path: Path) -> Path:
@@ -135,21 +95,3 @@ def write_outputs(report: SweepReport, out: Path) -> list[Path]:
     paths[1].write_text(report.model_dump_json(indent=2) + "\n")
     paths.append(plot_heatmaps(report, out / "sweep.png"))
     return paths
-
-
-def run_sweep_command(kernel_path: Path, hardware_name: str | None, grid: SweepGrid, access_cap: int,
-                      out: Path | None, console: Console, like: str | None = None,
-                      executor: Executor | None = None) -> SweepReport:
-    """The CLI's sweep: run, print the table, write sweep.md/.json/.png."""
-    executor = executor or InProcess()
-    hw, hw_reason = resolve_hardware(hardware_name)
-    out = out or Path("runs") / f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    mappings = mappings_for(load_kernel(kernel_path))
-    console.print(f"[bold]swizzleperf sweep[/] {kernel_path} on {hw.name} ({hw_reason}): "
-                  f"{len(grid.shapes())} shapes x {len(mappings)} mappings, simulator, cap {access_cap / 1e6:g} M "
-                  f"line accesses; {executor.describe()}")
-    report = run_sweep(kernel_path, hw, hw_reason, grid, access_cap, console, like=like, executor=executor)
-    console.print(rich_table(report))
-    paths = write_outputs(report, out)
-    console.print(f"wrote {', '.join(str(p) for p in paths)} (wall time {report.total_seconds:.1f} s)")
-    return report

@@ -24,13 +24,13 @@ from __future__ import annotations
 import itertools
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from rich.console import Console
 
 from swizzleperf.errors import ContractError
 from swizzleperf.loop.pipeline import worker_kernel
@@ -38,7 +38,6 @@ from swizzleperf.loop.executors import Executor, InProcess
 from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile, load_kernel
-from swizzleperf.workflows.render import progress_bar
 
 DEFAULT_ACCESS_CAP = 60_000_000
 _SHAPE_KEYS = ("batch", "heads", "kv_heads", "seq", "head_dim", "causal", "bf16")
@@ -269,32 +268,31 @@ def _sweep_shape_task(kernel: tuple[str, str, str], shape: Shape, hw: HardwareSp
 
 
 def run_sweep(kernel_path: Path, hw: HardwareSpec, hw_reason: str, grid: SweepGrid,
-              access_cap: int = DEFAULT_ACCESS_CAP, console: Console | None = None,
+              access_cap: int = DEFAULT_ACCESS_CAP, on_progress: Callable[[str, int, int], None] | None = None,
               cache_dir: Path | None = None, like: str | None = None,
               executor: Executor | None = None) -> SweepReport:
     """Every shape of the grid, smallest traces first (so a long sweep shows results early), on
     `executor` (default: in this process), one shape per call.
 
     like: the declared size whose other parameters (head dim, causal, dtype) every shape takes;
-    default the kernel's default size."""
+    default the kernel's default size. on_progress(what, shapes done, shapes in all) as it goes."""
     executor = executor or InProcess()
     t0 = time.perf_counter()
     kernel = load_kernel(kernel_path)
     check_sweepable(kernel, like)
     shapes = grid.shapes()
-    progress = progress_bar(console or Console(quiet=True))
+    say = on_progress or (lambda what, done, total: None)
     like = like or kernel.default_size
     base = kernel.size(like)
     order = sorted(shapes, key=lambda s: line_accesses(kernel, s.problem(base), hw.line_bytes))
     cells: dict[Shape, SweepCell] = {}
-    with tempfile.TemporaryDirectory(prefix="swizzleperf-sweep-") as tmp, progress:
-        task = progress.add_task(f"sweep: capture and simulate, {executor.describe()}", total=len(shapes))
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-sweep-") as tmp:
+        say(f"sweep: capture and simulate, {executor.describe()}", 0, len(shapes))
         calls = [((str(kernel.path), kernel.sha256, kernel.source), shape, hw, access_cap, Path(tmp), cache_dir, base)
                  for shape in order]
         for shape, cell in zip(order, executor.map(_sweep_shape_task, calls)):
             cells[shape] = cell
-            progress.update(task, description=f"{shape.name}: done, {executor.describe()}")
-            progress.advance(task)
+            say(f"{shape.name}: done, {executor.describe()}", len(cells), len(shapes))
     return SweepReport(
         created_at=datetime.now(timezone.utc), kernel=kernel.name, kernel_sha256=kernel.sha256, hardware=hw,
         hardware_reason=hw_reason, base_size=like, base_values=base, access_cap=access_cap,
