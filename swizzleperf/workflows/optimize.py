@@ -23,7 +23,7 @@ from swizzleperf.loop.rundir import RunDir, find_run
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposer
-from swizzleperf.proposers.registry import make_proposer, resolve_proposer
+from swizzleperf.proposers.registry import PROPOSERS, make_proposer, resolve_proposer
 
 
 @dataclass
@@ -94,7 +94,8 @@ def _new_run(request: OptimizeRequest, on_capture, say: Callable[[str], None]) -
     proposer_name, note = resolve_proposer(request.proposer, request.model)
     if note:
         say(note)
-    options = {} if proposer_name == "search" else {
+    asks_model = proposer_name in PROPOSERS and PROPOSERS[proposer_name].asks_model
+    options = {} if not asks_model else {
         "model": request.model, "api_base": request.api_base, "mode": request.llm_mode,
         "timeout_s": request.llm_timeout, "retries": request.llm_retries}
     if request.library is not None:
