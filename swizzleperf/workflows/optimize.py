@@ -28,23 +28,25 @@ from swizzleperf.proposers.registry import PROPOSERS, make_proposer, resolve_pro
 
 @dataclass
 class OptimizeRequest:
-    kernel_path: str | Path | None  # a file, or a name under kernels/
-    hardware: str | None
-    profiler: str
-    proposer: str | None  # None: search, or llm when a model is given
-    iterations: int
-    patience: int
-    size: str | None
-    seed: int
-    model: str | None
-    api_base: str | None
-    llm_mode: str
-    llm_timeout: float
-    llm_retries: int
-    library: Path | None
-    write: bool
-    resume: str | None
-    runs_dir: Path
+    """What `swizzleperf optimize` is asked; the defaults are the command line's."""
+
+    kernel_path: str | Path | None  # a file, or a name under kernels/ (None with resume)
+    hardware: str | None = None  # a preset, a spec file, or None: the local GPU, else the default preset
+    profiler: str = "auto"
+    proposer: str | None = None  # None: search, or llm when a model is given
+    iterations: int = 24
+    patience: int = 10
+    size: str | None = None  # None: the kernel's DEFAULT_SIZE
+    seed: int = 0
+    model: str | None = None
+    api_base: str | None = None
+    llm_mode: str = "aware"
+    llm_timeout: float = 180.0
+    llm_retries: int = 3
+    library: Path | None = None  # a library to warm-start from
+    write: bool = False
+    resume: str | None = None
+    runs_dir: Path = Path("runs")
     stop_at_ceiling: bool = True
     batch: int = DEFAULT_BATCH  # proposals per snapshot of the history (a resumed run keeps its own)
     workers: int | None = 1  # None: one per core (default_workers()); 1: in this process
