@@ -22,8 +22,8 @@ import triton
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from swizzleperf.remaps.families import FAMILIES  # noqa: E402
 from swizzleperf.kernel.contract import load_kernel  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
 
 CONFIGS = [(128, 64, 8, None), (128, 64, 8, 4), (128, 128, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3)]
 

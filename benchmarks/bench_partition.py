@@ -77,10 +77,10 @@ def suite(hardware: str) -> None:
     import time
     from pathlib import Path
 
-    from swizzleperf.sim.bounds.achievable import achievable_bound
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
+    from swizzleperf.sim.bounds.achievable import achievable_bound
     from swizzleperf.sim.prepared import prepare
 
     hw, total = PRESETS[hardware], 0.0

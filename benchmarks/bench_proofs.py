@@ -20,8 +20,8 @@ from collections import defaultdict
 
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature
-from swizzleperf.validation.proofs.entry import prove_bijective
 from swizzleperf.remaps.space import candidate_space
+from swizzleperf.validation.proofs.entry import prove_bijective
 
 HOOKS = (HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",)),
          HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",)),

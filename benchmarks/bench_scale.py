@@ -50,10 +50,8 @@ def _phase(spec: dict) -> dict:
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.profilers.sim import SimProfiler
-    from swizzleperf.sim.capture.trace_capture import capture_trace
+    from swizzleperf.sim.capture.trace_capture import cached_trace_path, capture_trace
     from swizzleperf.sim.engine import simulate
-
-    from swizzleperf.sim.capture.trace_capture import cached_trace_path
 
     kernel = _kernel(spec["size"]) if spec.get("attention") else load_kernel(spec["kernel"])
     start = time.perf_counter()
@@ -212,8 +210,8 @@ def bench_bench_workers(iterations: int = 4) -> dict[int, float]:
     """Wall time of `bench` over the whole suite with 1 and 2 workers, every kernel run at its size small and
     re-checked at tiny (the default sizes take well over ten minutes a run here), each run from an empty
     trace cache so both pay for the captures."""
-    from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels, run_bench
     from swizzleperf.loop.executors import make_executor
+    from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels, run_bench
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         root = Path(tmp)

@@ -53,9 +53,9 @@ def _kernels(names: list[str]):
 
 
 def cmd_measure(args) -> int:
-    from swizzleperf.lab.fidelity.measure import measure
     from swizzleperf.hardware.detect import detect
     from swizzleperf.hardware.presets import PRESETS
+    from swizzleperf.lab.fidelity.measure import measure
 
     hw = detect() or PRESETS["h100"]
     out = Path(args.out)
@@ -74,12 +74,12 @@ def cmd_measure(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from swizzleperf.lab.fidelity.compare import compare_kernel
-    from swizzleperf.lab.fidelity.sm_placements import load_placements
-    from swizzleperf.lab.fidelity.recordings import averaged, reproducibility, same_remaps
-    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.hardware.select import resolve
     from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.lab.fidelity.compare import compare_kernel
+    from swizzleperf.lab.fidelity.measurement import Measurement
+    from swizzleperf.lab.fidelity.recordings import averaged, reproducibility, same_remaps
+    from swizzleperf.lab.fidelity.sm_placements import load_placements
 
     measurement = Measurement.model_validate_json(Path(args.measurement).read_text())
     placements = load_placements(args.placement) if args.placement else None
@@ -205,9 +205,9 @@ def _print_pooled(results, placed_by: str | None = None) -> None:
 
 def cmd_from_raw(args) -> int:
     """Rebuild OUT.json from the raw ncu CSVs a measurement saved (no GPU needed)."""
+    from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.lab.fidelity.measure import kernel_record
     from swizzleperf.lab.fidelity.measurement import Measurement
-    from swizzleperf.hardware.presets import PRESETS
 
     raw = Path(args.raw_dir)
     kernels = [kernel_record(k, PRESETS[args.hardware], size, (raw / f"{k.name}-{size}.csv").read_text())
@@ -222,10 +222,10 @@ def cmd_requests(args) -> int:
     """The L2 read requests (the L1's misses) of each kernel's identity launch, predicted against ncu's."""
     import numpy as np
 
-    from swizzleperf.lab.fidelity.compare import hardware_for
-    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.hardware.select import resolve
     from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.lab.fidelity.compare import hardware_for
+    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.profilers.ncu import read_requests
     from swizzleperf.profilers.sim import SimProfiler
 

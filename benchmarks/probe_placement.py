@@ -134,9 +134,9 @@ def instrumented_file(kernel, smids: torch.Tensor, starts: torch.Tensor, workdir
 
 def placements(spec: str, workdir: Path, remaps: bool) -> list[dict]:
     """The kernel's own launch, or with `remaps` each remap a fidelity run measures (fidelity_remaps)."""
-    from swizzleperf.lab.fidelity.measure import fidelity_remaps
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.lab.fidelity.measure import fidelity_remaps
 
     path, _, size_name = spec.partition(":")
     kernel = load_kernel(path)

@@ -52,8 +52,14 @@ sys.path.insert(0, str(ROOT))
 from swizzleperf.profilers import ncu  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probed_kernel import (STENCIL2D, family_remap, kernel_source, load_module, load_statements,  # noqa: E402
-                           probed_module)
+from probed_kernel import (  # noqa: E402
+    STENCIL2D,
+    family_remap,
+    kernel_source,
+    load_module,
+    load_statements,
+    probed_module,
+)
 
 FREE, TOUCH, RELEASE = 0, -1, -2  # lags that wait for nothing: the kernel as is; one atomic before the loads and
 #                                  the release after them; only the release
@@ -77,9 +83,9 @@ def launches(lags: dict[str, tuple[int, ...]] = LAGS, buffers: int = 1, repeats:
     """What the child launches, in order: every (size, input buffer, remap, load order, lag), `repeats` times (load
     order (): the kernel file's). The remaps: fidelity.py's ten, or family instances by label. The kernel must
     take stencil2d's arguments (x, out, M, N, strides, BLOCK_M, BLOCK_N, NUM_XCDS)."""
-    from swizzleperf.lab.fidelity.measure import fidelity_remaps
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.lab.fidelity.measure import fidelity_remaps
 
     kernel = load_kernel(kernel_path)
     which = {} if kernel_path.resolve() == STENCIL2D else {"kernel": str(kernel_path.resolve().relative_to(ROOT))}
@@ -170,9 +176,9 @@ def check_on_cpu(kernel_path: Path = STENCIL2D) -> int:
     remap at the tiny size, computes the kernel's reference exactly and sets every flag."""
     import torch
 
-    from swizzleperf.lab.fidelity.measure import fidelity_remaps
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.lab.fidelity.measure import fidelity_remaps
 
     kernel = load_kernel(kernel_path)
     order = tuple(reversed(load_statements(kernel_source(kernel_path)[1])))
@@ -245,10 +251,10 @@ def predicted(rows: list[dict]) -> list[tuple[float, float, float]]:
     occupancy and L1 of its fidelity recording; another kernel: the preset's L1 and its declared occupancy, which
     a kernel of one round of loads on recorded SMs does not depend on; one at a time or not, the model's order is
     the same)."""
-    from swizzleperf.lab.fidelity.compare import hardware_for, predicted_split, simulated_on_sms
-    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.lab.fidelity.compare import hardware_for, predicted_split, simulated_on_sms
+    from swizzleperf.lab.fidelity.measurement import Measurement
     from swizzleperf.profilers.sim import SimProfiler
 
     recording = Measurement.model_validate_json(

@@ -111,11 +111,12 @@ def rounds_per_program(profiler, kernel, size: str) -> np.ndarray:
 
 def cmd_place(args) -> int:
     from fidelity import kernel_path
-    from swizzleperf.lab.fidelity.compare import hardware_for
-    from swizzleperf.lab.fidelity.sm_placements import PlacementRecord, RecordedPlacement
-    from swizzleperf.lab.fidelity.measurement import Measurement
+
     from swizzleperf.hardware.presets import PRESETS
     from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.lab.fidelity.compare import hardware_for
+    from swizzleperf.lab.fidelity.measurement import Measurement
+    from swizzleperf.lab.fidelity.sm_placements import PlacementRecord, RecordedPlacement
     from swizzleperf.profilers.sim import SimProfiler
 
     scheduler, walk = Scheduler(), PRESETS[args.hardware].dispatch.walk

@@ -303,8 +303,8 @@ BACKDOORS = (
 # --- valid remaps: bijections for every grid size (no int32 intermediate wraps) ---------------------
 
 def _family_cases() -> list[Case]:
-    from swizzleperf.remaps.families import FamilyInstance
     from swizzleperf.kernel.contract import HookSignature
+    from swizzleperf.remaps.families import FamilyInstance
     hooks = {1: HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",)),
              2: HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",)),
              3: HookSignature("swizzle", "pid", ("num_q_blocks", "batch_size", "num_heads"), ("NUM_XCDS",))}

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from reference_remaps import XCD_CONTIGUOUS_1D as REMAP
 
 from swizzleperf.proposers.llm.scripted_server import ScriptedServer, chat_reply

@@ -22,8 +22,8 @@ import triton.testing
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from swizzleperf.remaps.families import FamilyInstance  # noqa: E402
 from swizzleperf.kernel.contract import import_module_from, load_kernel  # noqa: E402
+from swizzleperf.remaps.families import FamilyInstance  # noqa: E402
 
 ORDERS = {"block-first": "identity", "head-first": "head_first"}  # tile orders, as attention.py's remaps
 SCHEDULES = {"block-first cyclic": FamilyInstance("identity"),

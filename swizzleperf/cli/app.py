@@ -21,11 +21,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from swizzleperf import __version__
-from swizzleperf.untrusted import source_text
-from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.errors import ContractError, RemapRejected, SwizzlePerfError
-from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.kernel import candidate
+from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.untrusted import parse as untrusted
+from swizzleperf.untrusted import source_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Find program-id remaps (swizzles) that raise the L2 hit rate of Triton kernels.")

@@ -11,8 +11,8 @@ from rich.table import Table
 
 from swizzleperf.cli.render import progress_bar
 from swizzleperf.loop.executors import Executor
-from swizzleperf.workflows.bench.output import SHORT_COLUMNS, row_cells
 from swizzleperf.workflows.bench.other_sizes import Status
+from swizzleperf.workflows.bench.output import SHORT_COLUMNS, row_cells
 from swizzleperf.workflows.bench.results import BenchReport, KernelResult
 from swizzleperf.workflows.bench.suite import BenchRequest, BenchWatcher
 from swizzleperf.workflows.bench.suite import run_bench as run_bench_quietly

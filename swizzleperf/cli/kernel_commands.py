@@ -9,10 +9,6 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from swizzleperf.hardware import detect as detection
-from swizzleperf.hardware import presets
-from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.cli.app import (
     BatchOpt,
     HardwareOpt,
@@ -30,9 +26,12 @@ from swizzleperf.cli.app import (
     console,
 )
 from swizzleperf.errors import ContractError, RemapRejected
+from swizzleperf.hardware import detect as detection
+from swizzleperf.hardware import presets
+from swizzleperf.hardware.select import resolve as resolve_hardware
+from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile, find_kernel, load_kernel
 from swizzleperf.records.report import ceiling_text
-
 
 # --- hw --------------------------------------------------------------------------------------
 
@@ -153,8 +152,8 @@ def profile(kernel_path: str = KernelArg,
                                                   help="simulator: also predict under every set-index function "
                                                        "(the hardware's is unpublished) to show the spread")) -> None:
     """Profile the kernel's own remap, and a candidate beside it with --remap."""
-    from swizzleperf.profilers.select import select_profiler
     from swizzleperf.cli.render import report_table
+    from swizzleperf.profilers.select import select_profiler
 
     kernel = load_kernel(find_kernel(kernel_path))
     size = size or kernel.default_size
@@ -218,9 +217,9 @@ def _print_set_index_spread(kernel: KernelFile, spec, size: str, remaps: list[tu
 def _validate_or_exit(kernel: KernelFile, spec: HardwareSpec, source: str) -> None:
     """Static checks and bijectivity (of its loop order too) before a candidate is profiled (correctness:
     use `check`)."""
-    from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
     from swizzleperf.hardware.spec import hook_constants
     from swizzleperf.remaps.checked import check_candidate
+    from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
     from swizzleperf.validation.loop_order import check_kernel_loop_order
     checked = check_candidate(source, kernel)
     parts = checked.schedule
@@ -237,10 +236,10 @@ def _validate_or_exit(kernel: KernelFile, spec: HardwareSpec, source: str) -> No
 
 
 def _write_tile_picture(kernel: KernelFile, spec, size: str, remap: Path | None, path: Path) -> None:
+    from swizzleperf.hardware.dispatch import slot_domains
     from swizzleperf.hardware.spec import hook_constants
     from swizzleperf.loop.plots import plot_tile_map
     from swizzleperf.validation.bijectivity import logical_ids
-    from swizzleperf.hardware.dispatch import slot_domains
     grid, consts = kernel.grid(size), hook_constants(kernel, spec)
     panels = [("original remap", logical_ids(kernel.hook_source, kernel.hook, grid, consts))]
     if remap is not None:
@@ -325,8 +324,8 @@ def bench(kernels: Optional[list[str]] = typer.Argument(None, metavar="[KERNELS]
           runs_dir: Path = RunsDirOpt) -> None:
     """Optimize every kernel of a suite, then check each best remap at the kernel's other sizes."""
     from swizzleperf.cli.bench_command import run_bench
-    from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels
     from swizzleperf.proposers.registry import resolve_proposer
+    from swizzleperf.workflows.bench.suite import BenchRequest, find_kernels
     only = None if other_sizes is None else [name.strip() for name in other_sizes.split(",") if name.strip()]
     proposer, note = resolve_proposer(proposer_name, model)
     if note:
@@ -356,9 +355,9 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
           ray: Optional[str] = RayOpt) -> None:
     """Simulate the four attention mappings (block-first or head-first, naive or swizzled) over a grid of
     shapes: table and heatmaps."""
+    from swizzleperf.cli.sweep_command import run_sweep_command
     from swizzleperf.workflows.bench.suite import find_kernels
     from swizzleperf.workflows.sweep.shapes import SweepGrid
-    from swizzleperf.cli.sweep_command import run_sweep_command
     try:
         grid = SweepGrid.parse(heads=heads, seq=seq, batch=batch, kv_heads=kv_heads)
     except ValueError as exc:

@@ -9,7 +9,6 @@ import typer
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.cli.app import (
     HardwareOpt,
     KernelArg,
@@ -25,9 +24,9 @@ from swizzleperf.cli.app import (
     runs_app,
 )
 from swizzleperf.errors import SwizzlePerfError
+from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.kernel.contract import find_kernel, load_kernel
 from swizzleperf.records.report import ceiling_text
-
 
 # --- runs ------------------------------------------------------------------------------------
 
@@ -57,8 +56,8 @@ def runs_list(runs_dir: Path = RunsDirOpt) -> None:
 def runs_show(run_ref: str = typer.Argument("latest", metavar="RUN"), runs_dir: Path = RunsDirOpt) -> None:
     """The run's settings and its attempts table."""
     from swizzleperf.cli.render import attempts_table
-    from swizzleperf.records.report import bounds_text
     from swizzleperf.loop.rundir import RunDir, find_run
+    from swizzleperf.records.report import bounds_text
     run = RunDir.open(find_run(run_ref, runs_dir))
     r = run.record
     console.print(f"[bold]{r.run_id}[/] {r.status} ({r.status_detail})\n  kernel {r.kernel.path} size {r.size}\n"
@@ -145,9 +144,9 @@ def apply(name: str = typer.Argument(..., help="library entry"),
                                                                  "(default runs/applied/KERNEL-NAME.py)"),
           write: bool = typer.Option(False, "--write", help="write the remap into KERNEL itself")) -> None:
     """Put a library remap into a kernel's hook, validate and profile it, compare with the kernel's own."""
-    from swizzleperf.workflows.apply import apply_entry, write_patched
-    from swizzleperf.remaps.library import Library
     from swizzleperf.profilers.select import select_profiler
+    from swizzleperf.remaps.library import Library
+    from swizzleperf.workflows.apply import apply_entry, write_patched
 
     entry = Library(library).get(name)
     kernel = load_kernel(find_kernel(kernel_path))

@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from swizzleperf.errors import HardwareSpecError
 from swizzleperf.kernel.contract import KernelFile
 
-
 MiB = 1024 * 1024
 
 

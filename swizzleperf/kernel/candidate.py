@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from swizzleperf.untrusted import source_text
-from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.errors import RemapRejected
+from swizzleperf.untrusted import parse as untrusted
+from swizzleperf.untrusted import source_text
 from swizzleperf.untrusted.parse import MAX_SOURCE_CHARS
 
 

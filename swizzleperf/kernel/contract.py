@@ -17,10 +17,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from swizzleperf.untrusted import source_text
-from swizzleperf.kernel import user_errors
 from swizzleperf.errors import ContractError
-from swizzleperf.kernel import candidate
+from swizzleperf.kernel import candidate, user_errors
+from swizzleperf.untrusted import source_text
 
 CONTRACT = '''\
 @triton.jit

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from swizzleperf.workflows.bench.results import BenchReport, KernelResult
-from swizzleperf.records.attempt import Attempt
 from swizzleperf.loop.rundir import RunDir
+from swizzleperf.records.attempt import Attempt
+from swizzleperf.workflows.bench.results import BenchReport, KernelResult
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,19 @@ import textwrap
 
 import numpy as np
 
+from swizzleperf.hardware.dispatch import slot_domains
+from swizzleperf.hardware.spec import hook_constants
+from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.loop import plots
+from swizzleperf.loop.history import History, slower_reason, within_noise
+from swizzleperf.loop.rundir import RunDir
+from swizzleperf.profilers.timer import speedup
+from swizzleperf.records.attempt import Attempt
+from swizzleperf.records.report import BottleneckReport, bounds_text, ceiling_text
+from swizzleperf.remaps.placement import grouping_sentence
 from swizzleperf.untrusted import source_text
 from swizzleperf.validation.bijectivity import logical_ids
-from swizzleperf.hardware.spec import hook_constants
-from swizzleperf.remaps.placement import grouping_sentence
-from swizzleperf.loop.history import History, slower_reason, within_noise
-from swizzleperf.records.attempt import Attempt
-from swizzleperf.kernel.contract import KernelFile
-from swizzleperf.profilers.timer import speedup
 from swizzleperf.validation.proof_status import docstring_line, proof_tag
-from swizzleperf.records.report import BottleneckReport, bounds_text, ceiling_text
-from swizzleperf.loop.rundir import RunDir
-from swizzleperf.hardware.dispatch import slot_domains
 
 
 def provenance(run: RunDir, attempt: Attempt) -> str:

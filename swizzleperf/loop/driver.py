@@ -10,23 +10,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from swizzleperf.loop import artifacts
 from swizzleperf.errors import LLMError, RunError, SwizzlePerfError
-from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.loop import artifacts
 from swizzleperf.loop.executors import Candidate, Executor, InProcess
 from swizzleperf.loop.executors.base import evaluate_candidate
-from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.loop.history import RANKING_RULE, History
-from swizzleperf.records.attempt import Attempt, Stage
-from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import ProposalContext, Proposer, propose_batch
+from swizzleperf.records.attempt import Attempt, Stage
 from swizzleperf.records.proposal import LLMUsage, Proposal
-from swizzleperf.remaps.check import normalise
-from swizzleperf.loop.rundir import RunDir
 from swizzleperf.records.run import BestRef, KernelRef, PendingBatch, RunRecord
+from swizzleperf.remaps.check import normalise
 from swizzleperf.untrusted.parse import echo
-
 
 DEFAULT_BATCH = 4  # proposals per snapshot of the history: the same on every machine, so runs are too
 

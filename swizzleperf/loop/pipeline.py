@@ -12,17 +12,16 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from swizzleperf.validation import bijectivity, correctness
 from swizzleperf.errors import RemapRejected, SwizzlePerfError
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.loop.history import kernel_diff
-from swizzleperf.records.attempt import Attempt, Stage, StageResult
 from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.loop.history import kernel_diff
 from swizzleperf.profilers.base import Profiler
+from swizzleperf.records.attempt import Attempt, Stage, StageResult
 from swizzleperf.records.proposal import Proposal
 from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
-from swizzleperf.validation import loop_order
 from swizzleperf.untrusted.parse import echo
+from swizzleperf.validation import bijectivity, correctness, loop_order
 
 _DETAIL_CHARS = 2000  # a stage's detail is one sentence; this bounds one that quotes too much
 

@@ -26,6 +26,7 @@ from swizzleperf.loop.history import History
 from swizzleperf.records.attempt import Attempt
 from swizzleperf.records.run import RUN_SCHEMA_VERSION, PendingBatch, RunRecord
 
+
 def library_versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for dist in ("swizzleperf", "torch", "triton", "numpy", "numba", "dspy", "pydantic"):

@@ -19,21 +19,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from swizzleperf.hardware import occupancy
-from swizzleperf.kernel import user_errors
-from swizzleperf.validation.bijectivity import logical_ids
 from swizzleperf.errors import TraceCaptureError
-from swizzleperf.hardware.spec import hook_constants
-from swizzleperf.remaps.placement import partition_sentence
-from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.hardware import occupancy
+from swizzleperf.hardware.spec import HardwareSpec, hook_constants
+from swizzleperf.kernel import user_errors
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.records.report import BottleneckReport
+from swizzleperf.remaps.placement import partition_sentence
 from swizzleperf.sim.capture.trace_capture import capture_trace
 from swizzleperf.sim.engine import prepare, simulate
 from swizzleperf.sim.settings import sim_memory_bytes
-from swizzleperf.sim.trace.stored import StoredTrace
 from swizzleperf.sim.trace.cache import default_cache_dir
 from swizzleperf.sim.trace.record import Trace
+from swizzleperf.sim.trace.stored import StoredTrace
+from swizzleperf.validation.bijectivity import logical_ids
 
 if TYPE_CHECKING:
     from swizzleperf.sim.bounds.achievable import Achievable

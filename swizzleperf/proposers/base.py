@@ -12,9 +12,10 @@ from typing import Protocol
 
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile
-from swizzleperf.remaps.check import normalise
 from swizzleperf.records.proposal import AttemptView, Proposal
 from swizzleperf.records.report import BottleneckReport
+from swizzleperf.remaps.check import normalise
+
 
 @dataclass(frozen=True)
 class ProposalContext:

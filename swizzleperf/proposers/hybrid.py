@@ -14,16 +14,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from swizzleperf.validation.bijectivity import logical_ids
+from swizzleperf.hardware.dispatch import slot_domains
 from swizzleperf.hardware.spec import hook_constants
-from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.proposers.base import ProposalContext, Proposer
-from swizzleperf.records.proposal import Proposal
 from swizzleperf.proposers.search import SearchProposer
-from swizzleperf.remaps.space import candidate_space
+from swizzleperf.records.proposal import Proposal
 from swizzleperf.remaps.check import normalise
 from swizzleperf.remaps.evaluate.evaluator import evaluate
-from swizzleperf.hardware.dispatch import slot_domains
+from swizzleperf.remaps.families import FamilyInstance
+from swizzleperf.remaps.space import candidate_space
+from swizzleperf.validation.bijectivity import logical_ids
 
 _STRIDES = (1, 2, 4, 8, 16, 32, 64, 128)
 

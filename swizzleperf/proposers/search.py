@@ -16,15 +16,17 @@ import random
 from collections.abc import Callable
 from typing import TypeVar
 
-from swizzleperf.remaps.families import FamilyInstance
-from swizzleperf.remaps.space import candidate_space
-from swizzleperf.records.report import RUN_TO_RUN_PTS
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.proposers.base import ProposalContext, batch_of
 from swizzleperf.records.proposal import AttemptView, Proposal
+from swizzleperf.records.report import RUN_TO_RUN_PTS
 from swizzleperf.remaps.check import normalise
+from swizzleperf.remaps.families import FamilyInstance
+from swizzleperf.remaps.space import candidate_space
 
 T = TypeVar("T")
+
+
 def render(instance: FamilyInstance, kernel: KernelFile) -> str:
     """The instance as a candidate for this kernel (its remap, and its loop order where it has one)."""
     return instance.render(kernel.hook, kernel.loop_order)

@@ -7,9 +7,9 @@ same sharing pattern; trying it costs one attempt and the history records where 
 from __future__ import annotations
 
 from swizzleperf.errors import LibraryError, RemapRejected
-from swizzleperf.remaps.library import LibraryEntry, transplant
 from swizzleperf.proposers.base import ProposalContext, Proposer, batch_of
 from swizzleperf.records.proposal import Proposal
+from swizzleperf.remaps.library import LibraryEntry, transplant
 
 
 class WarmStart:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 
-from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.remaps.subset import (
@@ -24,6 +23,7 @@ from swizzleperf.remaps.subset import (
     reject,
     trip_count,
 )
+from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.untrusted.parse import MAX_SOURCE_CHARS, echo
 
 __all__ = ["LOOP_TRIP_CAP", "MAX_DEPTH", "MAX_NODES", "check_signature", "hook_body", "normalise", "static_check",

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from swizzleperf.kernel.contract import HookSignature, LoopOrderSignature
 from swizzleperf.kernel import candidate
+from swizzleperf.kernel.contract import HookSignature, LoopOrderSignature
 from swizzleperf.remaps.loop_orders import LOOP_ORDERS
 
 

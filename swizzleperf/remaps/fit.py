@@ -12,9 +12,9 @@ import ast
 import re
 import textwrap
 
-from swizzleperf.untrusted import source_text
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.untrusted import source_text
 
 
 def _names_used(node: ast.FunctionDef) -> set[str]:

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from swizzleperf.remaps.families import FamilyInstance, die_count_code
-from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.families import FamilyInstance, die_count_code
 from swizzleperf.remaps.space import candidate_space
 
 

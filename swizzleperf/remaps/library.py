@@ -16,10 +16,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from swizzleperf.untrusted import source_text
-from swizzleperf.remaps.fit import adapt_to_hook
 from swizzleperf.errors import LibraryError
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.fit import adapt_to_hook
+from swizzleperf.untrusted import source_text
 
 ENTRY_SCHEMA_VERSION = 1
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ast
 
-from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.untrusted import parse as untrusted
 from swizzleperf.untrusted.parse import echo, show_int
 
 LOOP_TRIP_CAP = 64  # most loop-body executions per program, nested loops multiplied

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from swizzleperf.errors import HardwareSpecError, TraceCaptureError
-from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.hardware.dispatch import as_permutation, domain_queues, simulated_domains
 from swizzleperf.hardware.presets import MiB
+from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.records.report import BottleneckReport, DomainStats
 from swizzleperf.sim import settings
 from swizzleperf.sim.cache_model import CacheGeometry
 from swizzleperf.sim.chunks import MemoryRuns, program_rounds, replay_domain
-from swizzleperf.hardware.dispatch import as_permutation, domain_queues, simulated_domains
 from swizzleperf.sim.prepared import PreparedTrace, TraceBounds, prepare  # noqa: F401 (part of the engine's API)
 from swizzleperf.sim.replay import (
     DRAM_FETCHES,

@@ -17,8 +17,8 @@ import stat
 import tokenize
 from pathlib import Path
 
-from swizzleperf.untrusted import source_text
 from swizzleperf.errors import ContractError, RemapRejected
+from swizzleperf.untrusted import source_text
 
 MAX_SOURCE_CHARS = 20_000  # a candidate's text: a remap (and a loop order) is a few lines
 

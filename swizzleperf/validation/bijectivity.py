@@ -18,11 +18,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.errors import ChildSetupError, RemapRejected, SandboxError
-from swizzleperf.untrusted.isolation import Confinement
 from swizzleperf.kernel.contract import HookSignature
-from swizzleperf.validation.proofs.verdict import ProofVerdict
 from swizzleperf.remaps.check import static_check
+from swizzleperf.untrusted.isolation import Confinement
 from swizzleperf.untrusted.sandbox import run_in_child
+from swizzleperf.validation.proofs.verdict import ProofVerdict
 
 # The evaluating child's address-space limit: the suite's hooks peak at 190-225 MB on their ~1M-program
 # grids (70-106 MB resident), so this leaves room for many intermediates and keeps any candidate under 1 GB.

@@ -23,14 +23,14 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf.untrusted import source_text
-from swizzleperf.kernel import user_errors
 from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
-from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
+from swizzleperf.kernel import user_errors
 from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.kernel.user_errors import FileMap
+from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
+from swizzleperf.untrusted import source_text
 from swizzleperf.untrusted.isolation import Confinement
 from swizzleperf.untrusted.sandbox import default_confinement, run_in_child
-from swizzleperf.kernel.user_errors import FileMap
 
 _CHILD_TARGET = "swizzleperf.validation.correctness:check_cases_child"
 REFERENCE = "the reference"

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf.validation.bijectivity import BijectivityReport, bijectivity_grids, check_bijective
 from swizzleperf.kernel.contract import KernelFile, LoopOrderSignature
 from swizzleperf.remaps.loop_orders import bind_local_tile
+from swizzleperf.validation.bijectivity import BijectivityReport, bijectivity_grids, check_bijective
 
 LOCAL_TILES = tuple(range(8))
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.records.attempt import Attempt
 from swizzleperf.kernel.contract import KernelFile
-from swizzleperf.remaps.library import LibraryEntry, transplant
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.profilers.base import Profiler
+from swizzleperf.records.attempt import Attempt
 from swizzleperf.records.proposal import Proposal
 from swizzleperf.records.report import BottleneckReport
+from swizzleperf.remaps.library import LibraryEntry, transplant
 
 
 @dataclass

@@ -4,14 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
+from terminal_tables import cells, render
 from typer.testing import CliRunner
 
-from swizzleperf.cli.main import app
-from swizzleperf.cli.main import main
-from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.cli.main import app, main
 from swizzleperf.cli.render import spec_table
-
-from terminal_tables import cells, render
+from swizzleperf.hardware.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

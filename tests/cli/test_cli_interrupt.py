@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.workflows import optimize as session
 from swizzleperf.cli.main import main
 from swizzleperf.records.proposal import Proposal
+from swizzleperf.workflows import optimize as session
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = ROOT / "tests" / "data" / "no_reference.py"

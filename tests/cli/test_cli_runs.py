@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 from swizzleperf.cli import main as cli
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.loop.history import RANKING_RULE
+from swizzleperf.loop.rundir import RunDir
 from swizzleperf.records.attempt import Attempt, StageResult
 from swizzleperf.records.report import BottleneckReport
-from swizzleperf.loop.rundir import RunDir
 from swizzleperf.records.run import BestRef, KernelRef
 
 runner = CliRunner()

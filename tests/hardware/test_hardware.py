@@ -2,12 +2,12 @@
 
 import pytest
 
+from swizzleperf.errors import HardwareSpecError
 from swizzleperf.hardware import detect as detection
 from swizzleperf.hardware import presets
-from swizzleperf.hardware.select import resolve as resolve_hardware
-from swizzleperf.errors import HardwareSpecError
-from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.hardware.select import resolve as resolve_hardware
+from swizzleperf.hardware.spec import HardwareSpec
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

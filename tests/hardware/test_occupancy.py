@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.hardware import occupancy
 from swizzleperf.errors import SandboxError
+from swizzleperf.hardware import occupancy
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 

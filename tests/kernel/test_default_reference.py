@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.validation.correctness import check_correctness
 from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.validation.correctness import check_correctness
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_REFERENCE = ROOT / "tests" / "data" / "no_reference.py"

@@ -5,18 +5,18 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.remaps.families import FamilyInstance
-from swizzleperf.hardware.spec import Dispatch, HardwareSpec
 from swizzleperf.hardware.presets import PRESETS
-from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.proposers.llm.extract import extract_hook
-from swizzleperf.profilers.sim import SimProfiler
-from swizzleperf.records.proposal import Proposal
-from swizzleperf.proposers.search import render
-from swizzleperf.remaps.space import candidate_space
+from swizzleperf.hardware.spec import Dispatch, HardwareSpec
 from swizzleperf.kernel import candidate
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.profilers.sim import SimProfiler
+from swizzleperf.proposers.llm.extract import extract_hook
+from swizzleperf.proposers.search import render
+from swizzleperf.records.proposal import Proposal
+from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.remaps.loop_orders import sawtooth
+from swizzleperf.remaps.space import candidate_space
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = load_kernel(ROOT / "kernels" / "attention_persistent.py")

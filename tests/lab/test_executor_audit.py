@@ -4,7 +4,6 @@ import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from swizzleperf.workflows.bench.results import KernelResult
 from swizzleperf.lab.audit import (
     attempt_occupancy,
     bench_occupancy,
@@ -17,6 +16,7 @@ from swizzleperf.lab.audit import (
 from swizzleperf.loop.executors.base import placed_gpu
 from swizzleperf.records.attempt import Attempt, StageResult
 from swizzleperf.records.report import BottleneckReport
+from swizzleperf.workflows.bench.results import KernelResult
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
 

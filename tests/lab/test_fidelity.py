@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.lab.fidelity.compare import (
     KernelComparison,
     RemapComparison,
@@ -15,12 +17,10 @@ from swizzleperf.lab.fidelity.compare import (
     measured_split,
     predicted_split,
 )
-from swizzleperf.lab.fidelity.ranks import spearman, spearman_with_ties, tie_groups, told_apart
-from swizzleperf.lab.fidelity.recordings import averaged, measured_read_hit_pct, reproducibility, same_remaps
 from swizzleperf.lab.fidelity.measure import fidelity_remaps, kernel_record
 from swizzleperf.lab.fidelity.measurement import Measurement, merged
-from swizzleperf.hardware.presets import PRESETS
-from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.lab.fidelity.ranks import spearman, spearman_with_ties, tie_groups, told_apart
+from swizzleperf.lab.fidelity.recordings import averaged, measured_read_hit_pct, reproducibility, same_remaps
 from swizzleperf.profilers import ncu
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -92,8 +92,8 @@ def test_a_programs_loads_are_reordered_only_as_whole_statements():
 
 
 def test_remaps_are_named_as_the_search_labels_family_instances():
-    from swizzleperf.remaps.families import FAMILIES
     from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.remaps.families import FAMILIES
 
     kernel = load_kernel(probe.STENCIL2D)
     assert probed_kernel.family_remap("grouped(group_m=8)", kernel) == FAMILIES["grouped"](kernel.hook, group_m=8)

@@ -8,15 +8,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from swizzleperf.loop import artifacts, plots
-from swizzleperf.remaps.placement import partition_sentence
 from swizzleperf.hardware.presets import PRESETS
-from swizzleperf.loop.history import RANKING_RULE, History
-from swizzleperf.records.attempt import Attempt, StageResult
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.records.report import BottleneckReport
+from swizzleperf.loop import artifacts, plots
+from swizzleperf.loop.history import RANKING_RULE, History
 from swizzleperf.loop.rundir import RunDir
+from swizzleperf.records.attempt import Attempt, StageResult
+from swizzleperf.records.report import BottleneckReport
 from swizzleperf.records.run import KernelRef
+from swizzleperf.remaps.placement import partition_sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 MI300X = PRESETS["mi300x"]

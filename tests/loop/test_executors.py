@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.loop.executors import InProcess, make_executor
-from swizzleperf.loop.executors.pool import ProcessPool
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.executors import InProcess, make_executor
+from swizzleperf.loop.executors.pool import ProcessPool
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
 from swizzleperf.proposers.search import SearchProposer
-from swizzleperf.loop.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = ROOT / "tests" / "data" / "no_reference.py"  # 60 programs at its size tiny

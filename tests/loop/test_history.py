@@ -51,8 +51,8 @@ def test_within_the_spread_the_higher_hit_rate_wins_and_untimed_runs_rank_by_hit
 def test_the_grouping_sentence_names_what_die_0_runs():
     import numpy as np
 
-    from swizzleperf.loop.artifacts import grouping_sentence
     from swizzleperf.hardware.presets import PRESETS
+    from swizzleperf.loop.artifacts import grouping_sentence
 
     # XCD-contiguous on 8 dies: slot w -> logical (w % 8) * 4 + w // 8, so die 0 runs logical 0-3
     slots = np.arange(32)
@@ -114,8 +114,8 @@ def test_reports_written_before_the_bounds_grouping_still_load():
 
 
 def test_the_report_and_the_table_say_why_an_accepted_attempt_ranks_last():
-    from swizzleperf.loop.artifacts import _row
     from swizzleperf.cli.render import verdict_text
+    from swizzleperf.loop.artifacts import _row
 
     baseline = _attempt(0, 91.43, (0.985, 1.000, 1.004), origin="baseline")
     slower = _attempt(1, 92.70, (1.006, 1.010, 1.015))

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.remaps.families import FAMILIES
+from swizzleperf.cli.optimize_command import run_optimize
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
-from swizzleperf.cli.optimize_command import run_optimize
+from swizzleperf.remaps.families import FAMILIES
 from swizzleperf.workflows.optimize import OptimizeRequest
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,16 +9,16 @@ the run was marked failed, and `--resume` crashed the same way.
 import json
 
 import pytest
-
 from hostile_corpus import DECOY, hook
-from swizzleperf.loop.pipeline import CandidateEvaluator
+from test_llm_e2e import ANALYSIS, PAIRS, ROW_REMAP, fenced, proposal, small_softmax, swizzleperf
+
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.proposers.llm.scripted_server import Failure, ScriptedServer
 from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.profilers.sim import SimProfiler
+from swizzleperf.proposers.llm.scripted_server import Failure, ScriptedServer
 from swizzleperf.proposers.scripted import ScriptedProposer
-from test_llm_e2e import ANALYSIS, PAIRS, ROW_REMAP, fenced, proposal, small_softmax, swizzleperf
 
 ROW_REMAP_WITH_SEPARATOR = ROW_REMAP.replace("# whole rows per XCD", "# whole rows per XCD\u2028(one die each)")
 HOSTILE_ANSWERS = [  # (answer, stage, fragment of the recorded reason)

@@ -9,9 +9,9 @@ import pytest
 
 from swizzleperf.errors import LLMError
 from swizzleperf.proposers.llm.client import PLACEHOLDER_KEY, ModelConfig, check_config, connect
+from swizzleperf.proposers.llm.proposer import make_llm_proposer
 from swizzleperf.proposers.llm.scripted_server import Failure, Reply, ScriptedServer, chat_reply, word_count
 from swizzleperf.records.proposal import LLMUsage
-from swizzleperf.proposers.llm.proposer import make_llm_proposer
 
 
 class Echo(dspy.Signature):

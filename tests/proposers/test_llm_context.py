@@ -6,8 +6,8 @@ import shutil
 import pytest
 
 from swizzleperf.errors import LLMError
-from swizzleperf.hardware.spec import Dispatch
 from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.hardware.spec import Dispatch
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.proposers.llm.context import (
     NO_HARDWARE,

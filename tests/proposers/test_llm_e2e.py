@@ -19,10 +19,10 @@ import pytest
 from swizzleperf.errors import LLMError
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.proposers.llm.scripted_server import Failure, Reply, ScriptedServer, chat_reply, word_count
 from swizzleperf.proposers.base import ProposalContext
-from swizzleperf.records.proposal import LLMUsage
 from swizzleperf.proposers.llm.proposer import make_llm_proposer
+from swizzleperf.proposers.llm.scripted_server import Failure, Reply, ScriptedServer, chat_reply, word_count
+from swizzleperf.records.proposal import LLMUsage
 from swizzleperf.records.report import BottleneckReport
 
 ROOT = Path(__file__).resolve().parents[2]

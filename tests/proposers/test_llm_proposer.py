@@ -8,12 +8,12 @@ import pytest
 from swizzleperf.errors import LLMError
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.proposers.llm.scripted_server import Failure, ScriptedServer, chat_reply, word_count
 from swizzleperf.proposers.base import ProposalContext
-from swizzleperf.records.proposal import AttemptView, LLMUsage
 from swizzleperf.proposers.llm.proposer import LLMProposer, family_name, make_llm_proposer
-from swizzleperf.remaps.check import normalise, static_check
+from swizzleperf.proposers.llm.scripted_server import Failure, ScriptedServer, chat_reply, word_count
+from swizzleperf.records.proposal import AttemptView, LLMUsage
 from swizzleperf.records.report import BottleneckReport, DomainStats
+from swizzleperf.remaps.check import normalise, static_check
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 

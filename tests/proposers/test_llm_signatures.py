@@ -5,8 +5,8 @@ from dspy.utils.dummies import DummyLM
 
 from swizzleperf.proposers.llm.client import ModelClient
 from swizzleperf.proposers.llm.scripted_server import chat_reply
-from swizzleperf.records.proposal import LLMUsage
 from swizzleperf.proposers.llm.signatures import MemoryAnalysis, ProposeSwizzle
+from swizzleperf.records.proposal import LLMUsage
 
 PROPOSE_INPUTS = dict(original_code="kernel", bottleneck_report="L2 hit 40%", memory_analysis="rows are shared",
                       history="iteration 1 ...", hardware="8 XCDs", goal="raise the hit rate", rules="a bijection")

@@ -5,17 +5,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.validation.bijectivity import bijectivity_grids
-from swizzleperf.remaps.families import FAMILIES, FamilyInstance
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature, load_kernel
 from swizzleperf.proposers.base import ProposalContext
-from swizzleperf.records.proposal import AttemptView
 from swizzleperf.proposers.search import SearchProposer
-from swizzleperf.remaps.space import candidate_space
+from swizzleperf.records.proposal import AttemptView
+from swizzleperf.records.report import BottleneckReport
 from swizzleperf.remaps.check import normalise, static_check
 from swizzleperf.remaps.evaluate.evaluator import evaluate
-from swizzleperf.records.report import BottleneckReport
+from swizzleperf.remaps.families import FAMILIES, FamilyInstance
+from swizzleperf.remaps.space import candidate_space
+from swizzleperf.validation.bijectivity import bijectivity_grids
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOK_1D = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))

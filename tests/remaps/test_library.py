@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from swizzleperf.workflows.apply import apply_entry
-from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.cli.optimize_command import run_optimize
 from swizzleperf.errors import LibraryError, RunError
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.remaps.library import Library, transplant
-from swizzleperf.workflows.export import entry_from_run
 from swizzleperf.loop.driver import LoopSettings, Observer, run_loop, start_run
+from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.proposers.scripted import ScriptedProposer
-from swizzleperf.loop.rundir import RunDir
-from swizzleperf.cli.optimize_command import run_optimize
+from swizzleperf.remaps.library import Library, transplant
+from swizzleperf.workflows.apply import apply_entry
+from swizzleperf.workflows.export import entry_from_run
 from swizzleperf.workflows.optimize import OptimizeRequest
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,6 +12,10 @@ import time
 import numpy as np
 import pytest
 
+from swizzleperf.errors import RemapRejected, SandboxError
+from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.check import LOOP_TRIP_CAP, normalise, static_check
+from swizzleperf.remaps.evaluate.evaluator import evaluate
 from swizzleperf.validation.bijectivity import (
     BijectivityReport,
     bijectivity_grids,
@@ -19,10 +23,6 @@ from swizzleperf.validation.bijectivity import (
     find_bijectivity_failure,
     logical_ids,
 )
-from swizzleperf.errors import RemapRejected, SandboxError
-from swizzleperf.kernel.contract import HookSignature
-from swizzleperf.remaps.check import LOOP_TRIP_CAP, normalise, static_check
-from swizzleperf.remaps.evaluate.evaluator import evaluate
 
 N = 8  # XCDs
 HOOK_1D = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from swizzleperf.validation import correctness
-from swizzleperf.remaps import work
-from swizzleperf.validation.bijectivity import bijectivity_grids
-from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature, load_kernel
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.records.proposal import Proposal
-from swizzleperf.remaps.space import candidate_space
+from swizzleperf.remaps import work
 from swizzleperf.remaps.check import static_check
+from swizzleperf.remaps.space import candidate_space
+from swizzleperf.validation import correctness
+from swizzleperf.validation.bijectivity import bijectivity_grids
 
 ROOT = Path(__file__).resolve().parents[2]
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))

@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swizzleperf.sim.bounds import achievable as bound_module
-from swizzleperf.sim.bounds.achievable import Achievable, achievable_bound, assignment_fetches, read_only_nets
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
+from swizzleperf.sim.bounds import achievable as bound_module
+from swizzleperf.sim.bounds.achievable import Achievable, achievable_bound, assignment_fetches, read_only_nets
 from swizzleperf.sim.engine import prepare
 from swizzleperf.sim.trace.record import Trace
 

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from swizzleperf.sim.bounds import hypergraph, partition
 from swizzleperf.sim.bounds.partition import (
     PartitionBound,
     PartitionerFailed,
@@ -14,7 +15,6 @@ from swizzleperf.sim.bounds.partition import (
     dispatcher_part_sizes,
     partition_bound,
 )
-from swizzleperf.sim.bounds import hypergraph, partition
 
 needs_mtkahypar = pytest.mark.skipif(
     importlib.util.find_spec("mtkahypar") is None, reason="needs Mt-KaHyPar: pip install mtkahypar"

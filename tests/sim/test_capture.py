@@ -21,8 +21,8 @@ import torch
 from swizzleperf.errors import TraceCaptureError
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.sim.capture import trace_capture as capture
-from swizzleperf.sim.capture.events import EventBatch, TraceBuilder, distinct_lines, distinct_lines_reference
 from swizzleperf.sim.capture.address_space import REGION_ALIGN, VirtualLayout
+from swizzleperf.sim.capture.events import EventBatch, TraceBuilder, distinct_lines, distinct_lines_reference
 from swizzleperf.sim.rounds import round_starts
 from swizzleperf.sim.trace.record import Trace, TraceMeta
 

@@ -9,9 +9,9 @@ import pytest
 from test_sim_cache import oracle_set
 
 from swizzleperf.errors import HardwareSpecError, RemapRejected, TraceCaptureError
-from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.hardware.dispatch import domain_queues, placement, slot_domains, slot_start_ranks
+from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.sim.engine import DRAM_FETCHES, L1_HITS, PROMOTED_MISSES, WRITE_LOOKUPS, prepare, simulate
 
 LINE = 128

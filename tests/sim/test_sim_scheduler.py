@@ -12,8 +12,8 @@ from test_sim_engine import CONFIGS, engine_counts, make_spec, make_trace
 from test_sim_stream import random_case
 
 from swizzleperf.errors import HardwareSpecError
-from swizzleperf.hardware.spec import Dispatch, SchedulerWalk
 from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.hardware.spec import Dispatch, SchedulerWalk
 from swizzleperf.sim.engine import simulate
 from swizzleperf.sim.scheduler import ns_per_round, sm_order, walk, walked_cus
 from swizzleperf.sim.trace.stored import StoredTrace, write_trace

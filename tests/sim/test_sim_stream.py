@@ -8,8 +8,8 @@ from test_sim_engine import CONFIGS, engine_counts, make_spec, make_trace, rando
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.sim import chunks
 from swizzleperf.sim.engine import prepare, simulate
-from swizzleperf.sim.trace.stored import StoredTrace, write_trace
 from swizzleperf.sim.trace.record import Trace
+from swizzleperf.sim.trace.stored import StoredTrace, write_trace
 
 
 def as_trace(local) -> Trace:

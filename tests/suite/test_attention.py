@@ -20,6 +20,15 @@ import numpy as np
 import pytest
 import triton
 
+from swizzleperf.hardware.dispatch import slot_domains
+from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.remaps.check import static_check
+from swizzleperf.remaps.evaluate.evaluator import evaluate
+from swizzleperf.remaps.families import FamilyInstance
+from swizzleperf.remaps.space import candidate_space
+from swizzleperf.sim.capture.trace_capture import cached_trace_path, capture_trace
+from swizzleperf.sim.trace.record import TraceMeta
 from swizzleperf.validation.bijectivity import (
     bijectivity_grids,
     check_bijective,
@@ -27,15 +36,6 @@ from swizzleperf.validation.bijectivity import (
     logical_ids,
 )
 from swizzleperf.validation.correctness import check_correctness
-from swizzleperf.remaps.families import FamilyInstance
-from swizzleperf.hardware.presets import PRESETS
-from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.remaps.space import candidate_space
-from swizzleperf.remaps.check import static_check
-from swizzleperf.remaps.evaluate.evaluator import evaluate
-from swizzleperf.sim.capture.trace_capture import cached_trace_path, capture_trace
-from swizzleperf.hardware.dispatch import slot_domains
-from swizzleperf.sim.trace.record import TraceMeta
 
 ROOT = Path(__file__).resolve().parents[2]
 MI300X = PRESETS["mi300x"]

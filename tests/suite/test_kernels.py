@@ -19,12 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import triton
+from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_GROUPED_2D
 
 from swizzleperf.cli.main import _remap_from_file
-from swizzleperf.validation.correctness import CorrectnessReport
 from swizzleperf.kernel.contract import KernelFile, load_kernel
-
-from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_GROUPED_2D
+from swizzleperf.validation.correctness import CorrectnessReport
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_FILES = sorted((ROOT / "kernels").glob("*.py"))

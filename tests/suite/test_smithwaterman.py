@@ -12,14 +12,13 @@ import warnings
 
 import numpy as np
 import pytest
+from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_ROW_MAJOR_2D
+from test_suite_kernels import MAX_CHECK_PROGRAMS, ROOT, naive_logical
 
-from swizzleperf.validation.correctness import check_correctness
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.sim.capture.trace_capture import cached_trace_path, capture_trace
 from swizzleperf.sim.trace.record import TraceMeta
-
-from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_ROW_MAJOR_2D
-from test_suite_kernels import MAX_CHECK_PROGRAMS, ROOT, naive_logical
+from swizzleperf.validation.correctness import check_correctness
 
 KERNEL_PATH = ROOT / "kernels" / "smithwaterman.py"
 CODES = {c: i for i, c in enumerate("ACGT")}

@@ -21,11 +21,10 @@ import numpy as np
 import pytest
 import torch
 import triton
-
-from swizzleperf.validation.correctness import CorrectnessReport
-from swizzleperf.kernel.contract import KernelFile, load_kernel
-
 from reference_remaps import NAIVE_REMAP, NUM_XCDS, XCD_CONTIGUOUS_1D, XCD_ROW_MAJOR_2D
+
+from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.validation.correctness import CorrectnessReport
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOK_NDIM = {"elementwise": 2, "spmv": 1, "blackscholes": 1, "fdtd2d": 2, "stencil2d": 2}

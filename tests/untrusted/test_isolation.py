@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import swizzleperf
-from swizzleperf.validation.bijectivity import check_bijective
 from swizzleperf.errors import ChildSetupError, SandboxError
-from swizzleperf.untrusted.isolation import Confinement
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.untrusted.isolation import Confinement
 from swizzleperf.untrusted.sandbox import run_in_child
+from swizzleperf.validation.bijectivity import check_bijective
 
 HOOK = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))
 IDENTITY = "@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return pid\n"

@@ -16,15 +16,15 @@ import os
 from pathlib import Path
 
 import pytest
-
 from hostile_corpus import CORPUS, MARKER, Case
-from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
+
 from swizzleperf.cli.main import _remap_from_file, main
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.proposers.llm.extract import extract_hook
-from swizzleperf.validation.proof_status import z3_installed
 from swizzleperf.remaps.check import static_check
+from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective
+from swizzleperf.validation.proof_status import z3_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = {1: "softmax", 2: "gemm", 3: "attention"}

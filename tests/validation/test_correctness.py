@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from swizzleperf.errors import ContractError, RemapRejected
+from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.validation.correctness import (
     CorrectnessReport,
     check_correctness,
@@ -19,8 +21,6 @@ from swizzleperf.validation.correctness import (
     default_device,
     sizes_to_check,
 )
-from swizzleperf.errors import ContractError, RemapRejected
-from swizzleperf.kernel.contract import load_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hostile_corpus import HEAD, HOSTILE, VALID, hook
-from swizzleperf.remaps import check as remap
+
 from swizzleperf.cli.main import main
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.proposers.llm.extract import extract_hook
+from swizzleperf.remaps import check as remap
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,6 +86,7 @@ def test_a_valid_remap_with_unusual_bytes_is_accepted(check, softmax, source):
 def test_the_decoy_is_not_what_gets_checked(softmax, tmp_path):
     """Cut by str.splitlines(), the decoy file yields the bijective hook inside the string."""
     from hostile_corpus import DECOY
+
     from swizzleperf.cli.main import _remap_from_file
     path = tmp_path / "decoy.py"
     path.write_text(DECOY)

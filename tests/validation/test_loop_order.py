@@ -3,8 +3,8 @@
 import pytest
 
 from swizzleperf.errors import RemapRejected
-from swizzleperf.validation.loop_order import LOCAL_TILES, LoopOrderSignature, check_loop_order
 from swizzleperf.remaps.loop_orders import bind_local_tile
+from swizzleperf.validation.loop_order import LOCAL_TILES, LoopOrderSignature, check_loop_order
 
 SIG = LoopOrderSignature("kv_order", "step", "n_steps", "local_tile", ("NUM_XCDS",))
 HOOK = "@triton.jit\ndef kv_order(step, n_steps, local_tile, NUM_XCDS: tl.constexpr):\n    {}\n"

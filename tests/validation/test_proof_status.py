@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.validation import proof_status
 from swizzleperf.validation.bijectivity import check_bijective
-from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.validation.proofs.entry import Counterexample, ProofVerdict
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from swizzleperf.validation.bijectivity import logical_ids
-from swizzleperf.cli.main import app
-from swizzleperf.cli.main import main
+from swizzleperf.cli.main import app, main
 from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.validation.bijectivity import logical_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "adopt"

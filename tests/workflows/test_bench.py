@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from terminal_tables import cells, render
 
+from swizzleperf.cli import bench_command
+from swizzleperf.cli.bench_command import run_bench
+from swizzleperf.errors import ContractError
+from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.loop.rundir import RunDir
+from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.workflows.bench.suite import (
     BenchReport,
     BenchRequest,
@@ -15,15 +23,6 @@ from swizzleperf.workflows.bench.suite import (
     find_kernels,
     generalise,
 )
-from swizzleperf.cli import bench_command
-from swizzleperf.cli.bench_command import run_bench
-from swizzleperf.errors import ContractError
-from swizzleperf.hardware.presets import PRESETS
-from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.profilers.sim import SimProfiler
-from swizzleperf.loop.rundir import RunDir
-
-from terminal_tables import cells, render
 
 ROOT = Path(__file__).resolve().parents[2]
 MI300X = PRESETS["mi300x"]
@@ -200,8 +199,8 @@ def test_kernels_are_found_by_name_or_path_and_unknown_names_list_the_suite(tmp_
 
 def test_other_sizes_carry_the_speedup_where_the_profiler_times(tmp_path, monkeypatch):
     """A timing profiler (ncu, rocprofv3) times both remaps at the other size: the cell shows the ratio."""
-    from swizzleperf.workflows.bench import other_sizes
     from swizzleperf.records.report import BottleneckReport, Timing
+    from swizzleperf.workflows.bench import other_sizes
 
     kernel = load_kernel(_small_copy(tmp_path, "softmax"))
     timed = {kernel.hook_source.strip(): (40.0, 2.0, 2.1, 2.2), NAIVE.strip(): (90.0, 1.5, 1.6, 1.7)}

@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 from swizzleperf.errors import ContractError
-from swizzleperf.remaps.families import FAMILIES
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.profilers.sim import SimProfiler
+from swizzleperf.remaps.families import FAMILIES
+from swizzleperf.workflows.sweep.output import write_outputs
 from swizzleperf.workflows.sweep.shapes import (
     MAPPINGS,
     Shape,
@@ -21,7 +22,6 @@ from swizzleperf.workflows.sweep.shapes import (
     run_sweep,
     sweep_shape,
 )
-from swizzleperf.workflows.sweep.output import write_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTENTION = ROOT / "kernels" / "attention.py"

@@ -18,8 +18,8 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     import torch
 
-    from swizzleperf.kernel.contract import load_kernel
     from swizzleperf.hardware.occupancy import compiled_metadata
+    from swizzleperf.kernel.contract import load_kernel
 
     size_name, num_xcds, compiled_json, *files = argv
     kernels = [load_kernel(f) for f in files]

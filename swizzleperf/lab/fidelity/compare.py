@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from swizzleperf.lab.fidelity.sm_placements import PlacementRecord, RecordedPlacement
-from swizzleperf.lab.fidelity.ranks import spearman, spearman_with_ties
-from swizzleperf.lab.fidelity.recordings import Reproducibility, measured_read_hit_pct
-from swizzleperf.lab.fidelity.measurement import MeasuredKernel, MeasuredRemap
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.lab.fidelity.measurement import MeasuredKernel, MeasuredRemap
+from swizzleperf.lab.fidelity.ranks import spearman, spearman_with_ties
+from swizzleperf.lab.fidelity.recordings import Reproducibility, measured_read_hit_pct
+from swizzleperf.lab.fidelity.sm_placements import PlacementRecord, RecordedPlacement
 from swizzleperf.profilers.ncu import (
     DRAM_FILLS,
     DRAM_READ,

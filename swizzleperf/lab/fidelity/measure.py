@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from swizzleperf.errors import ProfilerError
-from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.lab.fidelity.measurement import MeasuredKernel, MeasuredRemap, Measurement
@@ -33,6 +32,7 @@ from swizzleperf.profilers.runner import (
     run_tool,
     write_candidate,
 )
+from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.remaps.space import candidate_space
 
 # The SM-side L2 traffic split by operation (what a swizzle changes is read reuse; writes allocate

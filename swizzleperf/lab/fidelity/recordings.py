@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swizzleperf.lab.fidelity.ranks import spearman, tie_groups
 from swizzleperf.lab.fidelity.measurement import MeasuredKernel
+from swizzleperf.lab.fidelity.ranks import spearman, tie_groups
 from swizzleperf.profilers.ncu import read_requests
 
 

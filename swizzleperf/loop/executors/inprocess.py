@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.executors.base import Candidate, StageCallback, evaluate_candidate
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.records.attempt import Attempt
 
 T = TypeVar("T")

@@ -29,7 +29,6 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
-from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.executors.base import (
     Candidate,
     OrderedFutures,
@@ -40,6 +39,7 @@ from swizzleperf.loop.executors.base import (
     uses_gpu,
 )
 from swizzleperf.loop.executors.inprocess import SerialEvaluation
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.records.attempt import Attempt
 
 T = TypeVar("T")

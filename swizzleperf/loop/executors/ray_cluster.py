@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from swizzleperf.errors import SwizzlePerfError
-from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.executors.base import (
     Candidate,
     StageCallback,
@@ -31,6 +30,7 @@ from swizzleperf.loop.executors.base import (
     placed_gpu,
     uses_gpu,
 )
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.records.attempt import Attempt
 
 T = TypeVar("T")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.hardware.presets import MiB
+from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import HookSignature, KernelFile
 from swizzleperf.proposers.llm.templates import PromptSet
 from swizzleperf.records.proposal import AttemptView

@@ -14,12 +14,12 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from swizzleperf.untrusted import source_text
-from swizzleperf.untrusted import parse as untrusted
-from swizzleperf.remaps.fit import fit_signature, render_function
 from swizzleperf.errors import RemapRejected
-from swizzleperf.kernel.contract import HookSignature, LoopOrderSignature
 from swizzleperf.kernel import candidate
+from swizzleperf.kernel.contract import HookSignature, LoopOrderSignature
+from swizzleperf.remaps.fit import fit_signature, render_function
+from swizzleperf.untrusted import parse as untrusted
+from swizzleperf.untrusted import source_text
 
 # ChatAdapter's section marker `[[ ## name ## ]]`, tolerant of spacing.
 _FIELD_HEADER = re.compile(r"^\s*\[\[\s*##\s*(\w+)\s*##\s*\]\]\s*(.*)$")

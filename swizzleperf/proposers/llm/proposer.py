@@ -24,6 +24,7 @@ from pathlib import Path
 
 from swizzleperf.errors import LLMError
 from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.proposers.base import ProposalContext
 from swizzleperf.proposers.llm.client import ModelAnswer, ModelClient, ModelConfig, connect
 from swizzleperf.proposers.llm.context import (
     MODES,
@@ -36,10 +37,9 @@ from swizzleperf.proposers.llm.context import (
     returns_text,
 )
 from swizzleperf.proposers.llm.extract import Extraction, extract_hook, split_fields
-from swizzleperf.proposers.llm.templates import PromptSet
-from swizzleperf.proposers.base import ProposalContext
-from swizzleperf.records.proposal import LLMUsage, Proposal
 from swizzleperf.proposers.llm.signatures import MemoryAnalysis, ProposeSwizzle
+from swizzleperf.proposers.llm.templates import PromptSet
+from swizzleperf.records.proposal import LLMUsage, Proposal
 from swizzleperf.remaps.check import normalise
 
 _APPROACH_PREFIX = re.compile(r"^\W*my new swizzling approach will remap (the )?(blocks|programs) by\s*", re.I)

@@ -14,11 +14,11 @@ from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.remaps.check import LOOP_TRIP_CAP, hook_body, static_check, trip_count
 from swizzleperf.remaps.evaluate.expressions import Expressions
 from swizzleperf.remaps.evaluate.values import (
-    Const,
-    Dropped,
     INT1,
     INT32,
     INT64,
+    Const,
+    Dropped,
     IntType,
     Tensor,
     Value,
@@ -32,8 +32,8 @@ from swizzleperf.remaps.evaluate.values import (
     scatter,
     source_of,
 )
-from swizzleperf.untrusted.sandbox import save_array
 from swizzleperf.untrusted.parse import show_int
+from swizzleperf.untrusted.sandbox import save_array
 
 
 class _Evaluator(Expressions):

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.sim.bounds.hypergraph import reduce_reads
 from swizzleperf.sim.bounds.partition import PartitionerFailed, partition_reads
-from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.sim.prepared import PreparedTrace, read_only_masks
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from swizzleperf.errors import SwizzlePerfError
 from swizzleperf.sim.bounds.hypergraph import (
     Reads,
     _distinct,
@@ -32,7 +33,6 @@ from swizzleperf.sim.bounds.hypergraph import (
     _shared_nets,
     reduce_reads,
 )
-from swizzleperf.errors import SwizzlePerfError
 
 INSTALL_HINT = ("the achievable multi-die bound needs Mt-KaHyPar: "
                 "pip install 'swizzleperf[bounds]' (or pip install mtkahypar)")

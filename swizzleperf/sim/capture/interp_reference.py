@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from swizzleperf.errors import TraceCaptureError
-from swizzleperf.sim.capture.events import EventBatch, TraceBuilder, distinct_lines_reference, sector_shifts
 from swizzleperf.sim.capture.address_space import VirtualLayout
+from swizzleperf.sim.capture.events import EventBatch, TraceBuilder, distinct_lines_reference, sector_shifts
 from swizzleperf.sim.capture.sites import instruction_site
 from swizzleperf.sim.trace.record import ProgramTrace, Trace
 

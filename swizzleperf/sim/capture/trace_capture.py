@@ -43,10 +43,10 @@ from pydantic import BaseModel, ConfigDict
 
 from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
 from swizzleperf.kernel.contract import KernelFile, load_kernel
-from swizzleperf.sim.trace import cache as trace_cache
 from swizzleperf.sim.capture.events import sector_shifts
-from swizzleperf.sim.trace.stored import StoredTrace, write_trace
+from swizzleperf.sim.trace import cache as trace_cache
 from swizzleperf.sim.trace.record import TRACE_FORMAT_VERSION, Trace, TraceMeta, meta_path
+from swizzleperf.sim.trace.stored import StoredTrace, write_trace
 
 Mode = Literal["fast", "reference"]
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import z3
 
-from swizzleperf.validation.proofs import direct
 from swizzleperf.remaps.evaluate.values import INT1, IntType
+from swizzleperf.validation.proofs import direct
 
 NodeKey = tuple[int, int]  # (line, column) of the operation in the hook's source
 

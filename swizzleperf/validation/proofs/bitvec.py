@@ -15,8 +15,8 @@ import ast
 
 import z3
 
-from swizzleperf.validation.proofs.backends import BackendState, Violation, Z3Logic, compare_values, key
 from swizzleperf.remaps.evaluate.values import INT1, IntType
+from swizzleperf.validation.proofs.backends import BackendState, Violation, Z3Logic, compare_values, key
 
 INDEX_BITS = 64  # results and extents are compared as int64, as remaps/evaluate compares them
 

@@ -39,11 +39,11 @@ import dataclasses
 import z3
 
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.check import hook_body
 from swizzleperf.validation.proofs.cuts import mentions
 from swizzleperf.validation.proofs.outcome import Outcome
 from swizzleperf.validation.proofs.queries import UNDECIDED, Prover
 from swizzleperf.validation.proofs.symexec import Executor
-from swizzleperf.remaps.check import hook_body
 
 _COMPARISONS = {z3.Z3_OP_LT, z3.Z3_OP_LE, z3.Z3_OP_GT, z3.Z3_OP_GE, z3.Z3_OP_SLT, z3.Z3_OP_SLEQ, z3.Z3_OP_SGT,
                 z3.Z3_OP_SGEQ, z3.Z3_OP_ULT, z3.Z3_OP_ULEQ, z3.Z3_OP_UGT, z3.Z3_OP_UGEQ}

@@ -25,19 +25,18 @@ from dataclasses import dataclass
 import z3
 
 from swizzleperf.errors import RemapRejected
-from swizzleperf.remaps.inverses import InverseSignature, inverse_signature, order_inverses
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.check import static_check
+from swizzleperf.remaps.inverses import InverseSignature, inverse_signature, order_inverses
 from swizzleperf.validation.proofs import concrete
 from swizzleperf.validation.proofs.backends import ConcreteBackend
 from swizzleperf.validation.proofs.encoding import sizes_of
 from swizzleperf.validation.proofs.outcome import Outcome
 from swizzleperf.validation.proofs.queries import FIRST_SLICE, Prover
-from swizzleperf.validation.proofs.z3_call import ABSTRACTION_STRATEGIES
+from swizzleperf.validation.proofs.sym_values import ProofError
 from swizzleperf.validation.proofs.symexec import Executor
 from swizzleperf.validation.proofs.terms import children
-from swizzleperf.validation.proofs.sym_values import ProofError
-from swizzleperf.remaps.check import static_check
-
+from swizzleperf.validation.proofs.z3_call import ABSTRACTION_STRATEGIES
 
 # g(f(x)) != x is decided by the plain solver in one run or not soon: restarts only split its work (the
 # XCD-contiguous order's at 4 dies: 0.26 M units in one run, undecided in 4 M split six ways).

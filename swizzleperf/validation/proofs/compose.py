@@ -26,9 +26,9 @@ import itertools
 from dataclasses import dataclass
 
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.check import hook_body
 from swizzleperf.validation.proofs.encoding import SizedHook
 from swizzleperf.validation.proofs.verdict import INT32_MAX
-from swizzleperf.remaps.check import hook_body
 
 
 @dataclass(frozen=True)

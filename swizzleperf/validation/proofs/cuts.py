@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import z3
 
-from swizzleperf.validation.proofs.terms import children, contains
-from swizzleperf.validation.proofs.sym_values import Run
 from swizzleperf.remaps.check import hook_body
+from swizzleperf.validation.proofs.sym_values import Run
+from swizzleperf.validation.proofs.terms import children, contains
 
 
 def mentions(term: z3.ExprRef, var: z3.ExprRef) -> bool:

@@ -70,7 +70,6 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
         return prove_in_process(hook_source, signature, dies, time_limit_s, max_programs)
     from swizzleperf.untrusted.isolation import Confinement
     from swizzleperf.untrusted.sandbox import run_in_child
-
     from swizzleperf.validation.proofs.prover import PROOF_PARTS, backstop_s
 
     wall_s = PROOF_PARTS * backstop_s(time_limit_s) + CHILD_STARTUP_S
@@ -94,8 +93,8 @@ def prove_in_process(hook_source: str, signature: HookSignature, die_counts: lis
     """prove_bijective without the child process (z3 runs here; its own timeout still applies)."""
     started = time.perf_counter()
     try:
-        from swizzleperf.validation.proofs.prover import prove_checked
         from swizzleperf.remaps.check import static_check
+        from swizzleperf.validation.proofs.prover import prove_checked
 
         fn = static_check(hook_source, signature)
         return prove_checked(fn, hook_source, signature, die_counts, time_limit_s, max_programs)

@@ -20,9 +20,9 @@ from swizzleperf.validation.proofs.certificates import Certificate, CertifiedPro
 from swizzleperf.validation.proofs.encoding import Domain
 from swizzleperf.validation.proofs.outcome import Outcome
 from swizzleperf.validation.proofs.queries import Prover
-from swizzleperf.validation.proofs.z3_call import Budget
-from swizzleperf.validation.proofs.symexec import Executor
 from swizzleperf.validation.proofs.sym_values import ProofError
+from swizzleperf.validation.proofs.symexec import Executor
+from swizzleperf.validation.proofs.z3_call import Budget
 
 ENCODINGS = ("int", "bv")
 MIN_SHRUNK_PROGRAMS = 2 ** 16  # below this, a domain proof is no longer worth reporting

@@ -7,15 +7,14 @@ import time
 
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.check import hook_body, static_check
 from swizzleperf.validation.proofs.certificates import Certificate, certificates_for
 from swizzleperf.validation.proofs.compose import cuts
-from swizzleperf.validation.proofs.portfolio import prove_die_count
 from swizzleperf.validation.proofs.outcome import Outcome
-from swizzleperf.validation.proofs.z3_call import WORK_PER_S
+from swizzleperf.validation.proofs.portfolio import prove_die_count
 from swizzleperf.validation.proofs.split import split
 from swizzleperf.validation.proofs.verdict import ProofVerdict
-from swizzleperf.remaps.check import hook_body, static_check
-
+from swizzleperf.validation.proofs.z3_call import WORK_PER_S
 
 BACKSTOP_FACTOR = 10.0  # the wall-clock backstop, in time limits: at load 6 on 2 cores 4x was reached first
 # A hook's proof runs at most five times under the limit: a split's prefix, its rest as an order, a raster and

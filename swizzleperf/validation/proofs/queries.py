@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import time
+
 import z3
 
 from swizzleperf.kernel.contract import HookSignature
@@ -50,6 +51,8 @@ from swizzleperf.validation.proofs.encoding import Domain
 from swizzleperf.validation.proofs.linear import linearize
 from swizzleperf.validation.proofs.outcome import Outcome, Timeout
 from swizzleperf.validation.proofs.products import ProductAbstraction
+from swizzleperf.validation.proofs.symexec import Executor
+from swizzleperf.validation.proofs.verdict import Counterexample
 from swizzleperf.validation.proofs.z3_call import (
     ABSTRACTION_STRATEGIES,
     AFTER_SHORT_RUN,
@@ -60,8 +63,6 @@ from swizzleperf.validation.proofs.z3_call import (
     Budget,
     solve,
 )
-from swizzleperf.validation.proofs.symexec import Executor
-from swizzleperf.validation.proofs.verdict import Counterexample
 
 MAX_REFINEMENTS = 32  # divisions switched to the truncating encoding, at most one restart each
 FIRST_SLICE = WORK_PER_S // 4  # a query's work in the first round (z3 resource units); it doubles every round

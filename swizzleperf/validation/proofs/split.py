@@ -25,6 +25,7 @@ import ast
 from dataclasses import dataclass
 
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.check import hook_body
 from swizzleperf.validation.proofs.compose import (
     _grid_product,
     _live,
@@ -33,9 +34,8 @@ from swizzleperf.validation.proofs.compose import (
     _reads,
     _source,
     _unparse,
+    _writes,
 )
-from swizzleperf.validation.proofs.compose import _writes
-from swizzleperf.remaps.check import hook_body
 
 
 @dataclass(frozen=True)

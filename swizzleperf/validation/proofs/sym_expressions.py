@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import operator
 
+from swizzleperf.remaps.evaluate.values import CASTS, INT1, Dropped
 from swizzleperf.validation.proofs.sym_values import (
     Const,
     Run,
@@ -21,8 +22,6 @@ from swizzleperf.validation.proofs.sym_values import (
     type_of_constant,
     unsupported,
 )
-from swizzleperf.remaps.evaluate.values import CASTS, INT1
-from swizzleperf.remaps.evaluate.values import Dropped
 
 _CONST_LIMIT = 2 ** 256  # as remaps/evaluate: a larger compile-time int is a denial of service, not a remap
 _CONST_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,

@@ -14,11 +14,18 @@ import ast
 
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.check import LOOP_TRIP_CAP, hook_body
+from swizzleperf.remaps.evaluate.values import (
+    INT1,
+    INT32,
+    INT64,
+    Dropped,
+    check_branch_types,
+    integer_promote,
+    merged_return_types,
+)
 from swizzleperf.validation.proofs.sym_expressions import Expressions
 from swizzleperf.validation.proofs.sym_values import Const, Run, Value, invalid, type_of_constant, unsupported
-from swizzleperf.remaps.check import LOOP_TRIP_CAP, hook_body
-from swizzleperf.remaps.evaluate.values import INT1, INT32, INT64, integer_promote
-from swizzleperf.remaps.evaluate.values import Dropped, check_branch_types, merged_return_types
 
 
 def _terminates(body: list[ast.stmt]) -> bool:

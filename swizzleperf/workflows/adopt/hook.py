@@ -16,11 +16,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from swizzleperf.workflows.adopt.scan import Scan, axis_of, tl_call
-from swizzleperf.workflows.adopt.text import Edit, Source, apply, indent_of, reindent
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.remaps.check import static_check
+from swizzleperf.workflows.adopt.scan import Scan, axis_of, tl_call
+from swizzleperf.workflows.adopt.text import Edit, Source, apply, indent_of, reindent
 
 _HOOK_DOC = "Launch-order program id -> {what}; this identity is {kernel}'s original order."
 

@@ -11,12 +11,12 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swizzleperf.kernel.contract import _is_triton_jit
 from swizzleperf.untrusted import source_text
 from swizzleperf.workflows.adopt import declare, mainguard, pin, translate, usage, wrapper
 from swizzleperf.workflows.adopt.hook import HookPlan, plan_hook
 from swizzleperf.workflows.adopt.scan import AdoptError, Scan, scan
 from swizzleperf.workflows.adopt.text import Edit, apply, collapse_blank_lines
-from swizzleperf.kernel.contract import _is_triton_jit
 
 __all__ = ["AdoptError", "Adopted", "adopt"]
 

@@ -10,9 +10,9 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swizzleperf.workflows.adopt.text import Source
 from swizzleperf.errors import SwizzlePerfError
 from swizzleperf.kernel.contract import _is_triton_jit
+from swizzleperf.workflows.adopt.text import Source
 
 
 class AdoptError(SwizzlePerfError):

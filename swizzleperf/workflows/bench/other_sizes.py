@@ -19,16 +19,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-
-from swizzleperf.workflows.bench.results import SizeResult, Speedup
-from swizzleperf.validation.bijectivity import check_bijective
 from swizzleperf.errors import RemapRejected, SwizzlePerfError, TraceCaptureError
-from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.hardware.spec import hook_constants
-from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.hardware.spec import HardwareSpec, hook_constants
 from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.records.proposal import Proposal
+from swizzleperf.validation.bijectivity import check_bijective
+from swizzleperf.workflows.bench.results import SizeResult, Speedup
 
 DEFAULT_SIM_ACCESSES = 60_000_000
 DEFAULT_CAPTURE_TIMEOUT_S = 600.0

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swizzleperf.workflows.bench.results import BenchReport, KernelResult
 from swizzleperf.loop.history import gain_noise
-from swizzleperf.records.report import RUN_TO_RUN_PTS
-from swizzleperf.records.report import Source
+from swizzleperf.records.report import RUN_TO_RUN_PTS, Source
+from swizzleperf.workflows.bench.results import BenchReport, KernelResult
 
 # --- output -----------------------------------------------------------------------------------------
 

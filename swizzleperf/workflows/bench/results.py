@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.records.report import BottleneckReport, Source
 
-
 # --- the records -------------------------------------------------------------------------------
 
 class Speedup(BaseModel):

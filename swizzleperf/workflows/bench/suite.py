@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from swizzleperf.errors import ContractError, SwizzlePerfError
 from swizzleperf.hardware.select import resolve as resolve_hardware
+from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.kernel.contract import KERNELS_DIR, find_kernel, load_kernel
+from swizzleperf.loop.driver import DEFAULT_BATCH, reopen_kernel
+from swizzleperf.loop.executors import Executor, InProcess
+from swizzleperf.loop.executors.base import placed_gpu
+from swizzleperf.loop.rundir import RunDir
+from swizzleperf.profilers.select import select_profiler
+from swizzleperf.validation.correctness import default_device
 from swizzleperf.workflows.bench.other_sizes import (
     DEFAULT_CAPTURE_TIMEOUT_S,
     DEFAULT_SIM_ACCESSES,
@@ -26,15 +35,6 @@ from swizzleperf.workflows.bench.other_sizes import (
 )
 from swizzleperf.workflows.bench.output import write_outputs
 from swizzleperf.workflows.bench.results import BenchReport, KernelResult, Speedup
-from swizzleperf.validation.correctness import default_device
-from swizzleperf.errors import ContractError, SwizzlePerfError
-from swizzleperf.loop.executors import Executor, InProcess
-from swizzleperf.loop.executors.base import placed_gpu
-from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.kernel.contract import KERNELS_DIR, find_kernel, load_kernel
-from swizzleperf.loop.driver import DEFAULT_BATCH, reopen_kernel
-from swizzleperf.profilers.select import select_profiler
-from swizzleperf.loop.rundir import RunDir
 from swizzleperf.workflows.optimize import OptimizeRequest, run_quietly
 
 __all__ = ["BenchReport", "BenchRequest", "SimBudget", "find_kernels", "generalise", "run_bench"]

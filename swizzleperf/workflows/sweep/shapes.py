@@ -33,11 +33,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.errors import ContractError
-from swizzleperf.loop.pipeline import worker_kernel
-from swizzleperf.loop.executors import Executor, InProcess
-from swizzleperf.remaps.families import FamilyInstance
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.loop.executors import Executor, InProcess
+from swizzleperf.loop.pipeline import worker_kernel
+from swizzleperf.remaps.families import FamilyInstance
 
 DEFAULT_ACCESS_CAP = 60_000_000
 _SHAPE_KEYS = ("batch", "heads", "kv_heads", "seq", "head_dim", "causal", "bf16")

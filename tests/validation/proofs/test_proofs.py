@@ -15,13 +15,13 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.validation.bijectivity import bijectivity_grids  # noqa: E402
-from swizzleperf.remaps.families import FAMILIES  # noqa: E402
 from swizzleperf.kernel.contract import HookSignature  # noqa: E402
-from swizzleperf.validation.proofs.entry import ProofVerdict, prove_bijective  # noqa: E402
-from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
 from swizzleperf.remaps.check import static_check  # noqa: E402
 from swizzleperf.remaps.evaluate.evaluator import evaluate  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
+from swizzleperf.validation.bijectivity import bijectivity_grids  # noqa: E402
+from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
+from swizzleperf.validation.proofs.entry import ProofVerdict, prove_bijective  # noqa: E402
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 H2 = HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",))

@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.remaps.families import FAMILIES  # noqa: E402
 from swizzleperf.kernel.contract import HookSignature  # noqa: E402
-from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
 from swizzleperf.validation.proofs.branches import split_points  # noqa: E402
 from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
-from swizzleperf.remaps.check import static_check  # noqa: E402
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 H3 = HookSignature("swizzle", "pid", ("num_q_blocks", "batch_size", "num_heads"), ("NUM_XCDS",))

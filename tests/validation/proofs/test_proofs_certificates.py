@@ -10,18 +10,18 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.remaps.families import FamilyInstance  # noqa: E402
 from swizzleperf.hardware.presets import PRESETS
-from swizzleperf.remaps.inverses import inverse_signature, render_inverse  # noqa: E402
 from swizzleperf.kernel.contract import HookSignature  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
+from swizzleperf.remaps.families import FamilyInstance  # noqa: E402
+from swizzleperf.remaps.inverses import inverse_signature, render_inverse  # noqa: E402
+from swizzleperf.remaps.space import candidate_space
 from swizzleperf.validation.proofs import concrete  # noqa: E402
 from swizzleperf.validation.proofs.backends import ConcreteBackend  # noqa: E402
 from swizzleperf.validation.proofs.certificates import certificate, certificates_for  # noqa: E402
 from swizzleperf.validation.proofs.prover import prove_checked  # noqa: E402
 from swizzleperf.validation.proofs.symexec import Executor  # noqa: E402
 from swizzleperf.validation.proofs.verdict import INT32_MAX  # noqa: E402
-from swizzleperf.remaps.space import candidate_space
-from swizzleperf.remaps.check import static_check  # noqa: E402
 
 HOOKS = (HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",)),
          HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",)),

@@ -6,11 +6,11 @@ import pytest
 
 pytest.importorskip("z3")
 
-from swizzleperf.remaps.families import FamilyInstance  # noqa: E402
 from swizzleperf.kernel.contract import HookSignature  # noqa: E402
-from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
-from swizzleperf.validation.proofs.compose import cuts  # noqa: E402
 from swizzleperf.remaps.check import static_check  # noqa: E402
+from swizzleperf.remaps.families import FamilyInstance  # noqa: E402
+from swizzleperf.validation.proofs.compose import cuts  # noqa: E402
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
 
 HOOK = HookSignature("swizzle", "pid", ("num_pid_m", "num_pid_n"), ("NUM_XCDS",))
 HOOK_3D = HookSignature("swizzle", "pid", ("num_q_blocks", "batch_size", "num_heads"), ("NUM_XCDS",))

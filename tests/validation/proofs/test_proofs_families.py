@@ -23,8 +23,8 @@ pytest.importorskip("z3")
 
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature, parse_hook  # noqa: E402
-from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
 from swizzleperf.remaps.space import candidate_space
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 HOOKS = {

@@ -11,15 +11,15 @@ import pytest
 
 z3 = pytest.importorskip("z3")
 
-from swizzleperf.remaps.families import FAMILIES  # noqa: E402
 from swizzleperf.kernel.contract import HookSignature  # noqa: E402
-from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
+from swizzleperf.remaps.check import static_check  # noqa: E402
+from swizzleperf.remaps.families import FAMILIES  # noqa: E402
 from swizzleperf.validation.proofs import products  # noqa: E402
 from swizzleperf.validation.proofs.concrete import evaluate_program  # noqa: E402
 from swizzleperf.validation.proofs.encoding import Domain  # noqa: E402
+from swizzleperf.validation.proofs.entry import prove_bijective  # noqa: E402
 from swizzleperf.validation.proofs.queries import Prover  # noqa: E402
 from swizzleperf.validation.proofs.z3_call import Budget  # noqa: E402
-from swizzleperf.remaps.check import static_check  # noqa: E402
 
 H1 = HookSignature("swizzle", "pid", ("num_pids",), ("NUM_XCDS",))
 H3 = HookSignature("swizzle", "pid", ("num_q_blocks", "batch_size", "num_heads"), ("NUM_XCDS",))
