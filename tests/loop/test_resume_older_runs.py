@@ -6,6 +6,7 @@ wheel; tests/fixtures/runs/README.md says how."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ def test_a_run_recorded_before_the_move_resumes_and_keeps_its_attempts(tmp_path)
 
     result = subprocess.run([sys.executable, "-m", "swizzleperf", "optimize", "--resume", str(run)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=600,
-                            env={**_environment(), "SWIZZLEPERF_CACHE": str(tmp_path / "cache")})
+                            env={**_user_environment(), "SWIZZLEPERF_CACHE": str(tmp_path / "cache")})
     assert result.returncode == 0, result.stdout + result.stderr
     after = (run / "attempts.jsonl").read_text().splitlines()
     assert after[:len(before)] == before and len(before) == 5 and len(after) == 7  # -n 6 after the baseline
@@ -41,6 +42,6 @@ def test_a_run_recorded_before_the_move_resumes_and_keeps_its_attempts(tmp_path)
     assert (run / "report.md").is_file() and (run / "best" / "remap.py").is_file()
 
 
-def _environment() -> dict[str, str]:
-    import os
+def _user_environment() -> dict[str, str]:
+    """This environment without the settings that would change what the resumed run reads."""
     return {k: v for k, v in os.environ.items() if k not in ("SWIZZLEPERF_LIBRARY", "SWIZZLEPERF_DEBUG")}
