@@ -54,3 +54,7 @@ class LLMError(SwizzlePerfError):
 
     usage = None  # LLMUsage of calls already billed before the failure, when there were any
     memory_analysis = None  # the analysis a failed proposal had already asked for, so it is kept
+
+
+class CaptureError(SwizzlePerfError):
+    """A launch could not be captured, or a launch record read back is not one."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from swizzleperf.errors import RemapRejected
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.remaps.check import static_check
-from swizzleperf.workflows.adopt.scan import Scan, axis_of, tl_call
+from swizzleperf.workflows.adopt.scan import LANGUAGE, Scan, axis_of, tl_call
 from swizzleperf.workflows.adopt.text import Edit, Source, apply, indent_of, reindent
 
 _HOOK_DOC = "Launch-order program id -> {what}; this identity is {kernel}'s original order."
@@ -101,22 +101,29 @@ _ARITH = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolO
           ast.Attribute, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
-def _arithmetic(expr: ast.expr) -> bool:
+def _callee(func: ast.expr, aliases: frozenset[str]) -> str:
+    """`tle.cdiv` -> `tl.cdiv` for any alias of triton.language."""
+    if isinstance(func, ast.Attribute) and ast.unparse(func.value) in aliases:
+        return "tl." + func.attr
+    return ast.unparse(func)
+
+
+def _arithmetic(expr: ast.expr, aliases: frozenset[str] = LANGUAGE) -> bool:
     """Scalar index arithmetic only (what a remap may hold); tl.arange and loads are not."""
-    calls_ok = all(ast.unparse(n.func) in ("min", "max", "tl.cdiv", "tl.minimum", "tl.maximum", "tl.where")
+    calls_ok = all(_callee(n.func, aliases) in ("min", "max", "tl.cdiv", "tl.minimum", "tl.maximum", "tl.where")
                    for n in ast.walk(expr) if isinstance(n, ast.Call))
     return calls_ok and all(isinstance(n, _ARITH) for n in ast.walk(expr))
 
 
 def _two_d(scan: Scan, name: str, constants: dict[str, int]) -> HookPlan | None:
     body = scan.kernel.body
-    start = next((i for i, s in enumerate(body) if len(_targets(s)) == 1 and tl_call(s.value, "program_id")), None)
+    start = next((i for i, s in enumerate(body) if len(_targets(s)) == 1 and scan.tl_call(s.value, "program_id")), None)
     if start is None:
         return None
     pid = next(iter(_targets(body[start])))
     derived, steps = {pid}, [start]
     for i in range(start + 1, len(body)):
-        if _targets(body[i]) and _used(body[i].value) & derived and _arithmetic(body[i].value):
+        if _targets(body[i]) and _used(body[i].value) & derived and _arithmetic(body[i].value, scan.aliases):
             derived |= _targets(body[i])
             steps.append(i)
     region = range(start, steps[-1] + 1)
@@ -125,7 +132,7 @@ def _two_d(scan: Scan, name: str, constants: dict[str, int]) -> HookPlan | None:
                      key=lambda n: next(body[i].lineno for i in steps if n in _targets(body[i]) or n == pid))
     if len(outputs) != 2 or pid in outputs:
         return None
-    moved = _with_helpers(body, region, set(steps))
+    moved = _with_helpers(body, region, set(steps), scan.aliases)
     free = set().union(*(_used(body[i].value) for i in moved if i != start)) - derived \
         - set().union(*(_targets(body[i]) for i in moved)) - {"min", "max", "tl"}
     extents = sorted(free - set(constants), key=lambda n: _defined_at(body, n))
@@ -141,13 +148,13 @@ def _defined_at(body: list[ast.stmt], name: str) -> int:
     return next((s.lineno for s in body if name in _targets(s)), 0)
 
 
-def _with_helpers(body: list[ast.stmt], region: range, moved: set[int]) -> set[int]:
+def _with_helpers(body: list[ast.stmt], region: range, moved: set[int], aliases: frozenset[str]) -> set[int]:
     """The derivation plus the region's helper lines used only by it (tiles_per_group = GROUP_SIZE_M * n).
 
     A `tl.cdiv(...)` line is never a helper: it is a grid extent, which the hook takes as a parameter."""
     while True:
-        more = {i for i in region if i not in moved and _targets(body[i]) and _arithmetic(body[i].value)
-                and not tl_call(body[i].value, "cdiv")
+        more = {i for i in region if i not in moved and _targets(body[i]) and _arithmetic(body[i].value, aliases)
+                and not tl_call(body[i].value, "cdiv", aliases)
                 and any(_targets(body[i]) & _used(body[j]) for j in moved)
                 and not any(_targets(body[i]) & _used(s) for j, s in enumerate(body) if j not in moved and j != i)}
         if not more:
@@ -222,9 +229,9 @@ def _by_axes(scan: Scan, name: str) -> HookPlan:
             f"{name}({tl}program_id(0), {', '.join(params[a] for a in slow_first)}, NUM_XCDS)\n")
     edits = [Edit(src.line_start(first.lineno), src.line_start(first.lineno), call)]
     for node in ast.walk(scan.kernel):
-        if tl_call(node, "program_id"):
+        if scan.tl_call(node, "program_id"):
             edits.append(Edit(src.start(node), src.end(node), indices[axis_of(node)]))
-        elif tl_call(node, "num_programs") and axis_of(node) is not None and axis_of(node) < count:
+        elif scan.tl_call(node, "num_programs") and axis_of(node) is not None and axis_of(node) < count:
             edits.append(Edit(src.start(node), src.end(node), params[axis_of(node)]))
     last = scan.kernel.args.args[-1]
     edits.append(Edit(src.end(last), src.end(last), ", " + ", ".join(params) + ", NUM_XCDS: tl.constexpr"))

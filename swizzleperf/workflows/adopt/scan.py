@@ -15,6 +15,9 @@ from swizzleperf.kernel.contract import _is_triton_jit
 from swizzleperf.workflows.adopt.text import Source
 
 
+LANGUAGE = frozenset({"tl", "triton.language", "language"})
+
+
 class AdoptError(SwizzlePerfError):
     """The module cannot be adopted at all (no kernel, no program id, already adopted...)."""
 
@@ -50,6 +53,10 @@ class Scan:
     launch: Launch | None
     functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
     other_kernels: list[str] = field(default_factory=list)
+    aliases: frozenset[str] = LANGUAGE
+
+    def tl_call(self, node: ast.AST, name: str) -> bool:
+        return tl_call(node, name, self.aliases)
 
     @property
     def name(self) -> str:
@@ -60,13 +67,24 @@ class Scan:
                 if a.annotation is not None and ast.unparse(a.annotation).endswith("constexpr")]
 
 
-def tl_call(node: ast.AST, name: str) -> bool:
-    """Whether `node` calls tl.<name> (or triton.language.<name>, or a bare imported <name>)."""
+def language_aliases(tree: ast.Module) -> frozenset[str]:
+    """Names the module binds to triton.language (`import triton.language as tle`), with the usual ones."""
+    found = set(LANGUAGE)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.asname for a in node.names if a.name == "triton.language" and a.asname}
+        elif isinstance(node, ast.ImportFrom) and node.module == "triton":
+            found |= {a.asname or a.name for a in node.names if a.name == "language"}
+    return frozenset(found)
+
+
+def tl_call(node: ast.AST, name: str, aliases: frozenset[str] = LANGUAGE) -> bool:
+    """Whether `node` calls tl.<name> (through any alias of triton.language, or a bare imported <name>)."""
     if not isinstance(node, ast.Call):
         return False
     func = node.func
     if isinstance(func, ast.Attribute):
-        return func.attr == name and ast.unparse(func.value) in ("tl", "triton.language", "language")
+        return func.attr == name and ast.unparse(func.value) in aliases
     return isinstance(func, ast.Name) and func.id == name
 
 
@@ -87,8 +105,9 @@ def _launch_in(fn: ast.FunctionDef, kernel: str) -> Launch | None:
     return None
 
 
-def scan(path: Path, text: str) -> Scan:
-    """Parse the module and pick the kernel to adopt: the first @triton.jit one that reads a program id."""
+def scan(path: Path, text: str, kernel_name: str | None = None) -> Scan:
+    """Parse the module and pick the kernel to adopt: `kernel_name`, else the first @triton.jit one that
+    reads a program id (the first that a host function in the module launches, if any does)."""
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
@@ -97,7 +116,10 @@ def scan(path: Path, text: str) -> Scan:
     jitted = [f for f in functions.values() if any(_is_triton_jit(d) for d in f.decorator_list)]
     if not jitted:
         raise AdoptError(f"{path.name} defines no @triton.jit kernel at module level: nothing to adopt")
-    reading = [(f, [n for n in ast.walk(f) if tl_call(n, "program_id")]) for f in jitted]
+    aliases = language_aliases(tree)
+    reading = [(f, [n for n in ast.walk(f) if tl_call(n, "program_id", aliases)]) for f in jitted]
+    if kernel_name is not None:
+        reading = _named(path, reading, kernel_name)
     reading = [(f, calls) for f, calls in reading if calls]
     if not reading:
         names = ", ".join(f.name for f in jitted)
@@ -115,4 +137,15 @@ def scan(path: Path, text: str) -> Scan:
                          f"(0, 1 or 2) to be remapped")
     return Scan(path=path, src=Source(text), tree=tree, kernel=kernel, program_ids=calls, axes=sorted(set(axes)),
                 launch=launch, functions=functions,
-                other_kernels=[f.name for f, _ in reading if f is not kernel])
+                other_kernels=[f.name for f, _ in reading if f is not kernel], aliases=aliases)
+
+
+def _named(path: Path, reading: list, name: str) -> list:
+    chosen = [(f, calls) for f, calls in reading if f.name == name]
+    if not chosen:
+        names = ", ".join(f.name for f, _ in reading)
+        raise AdoptError(f"{path.name} has no @triton.jit kernel named {name} (it has: {names})")
+    if not chosen[0][1]:
+        raise AdoptError(f"{path.name}: {name} does not call tl.program_id itself, so there is no program order "
+                         f"to remap in it")
+    return chosen

@@ -1,0 +1,100 @@
+"""`swizzleperf capture -- COMMAND`: record the launches of the user's own code, write a kernel file."""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from swizzleperf.cli.app import HardwareOpt, app, console
+from swizzleperf.errors import CaptureError
+
+
+@app.command("capture", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def capture_command(
+        command: list[str] = typer.Argument(..., metavar="-- COMMAND...", help="the command that launches the "
+                                            "kernel, as you run it (python -m pytest tests/test_op.py -k fwd)"),
+        output: Optional[Path] = typer.Option(None, "-o", "--output", help="the kernel file to write "
+                                              "(default kernels/<kernel>.py)"),
+        kernel: Optional[str] = typer.Option(None, "--kernel", help="the kernel to capture (its function name); "
+                                             "needed when the command launches several"),
+        launch: Optional[int] = typer.Option(None, "--launch", help="capture only this launch of the kernel "
+                                             "(0-based, as listed); default every distinct launch, one size each"),
+        config: int = typer.Option(0, "--config", min=0, help="on the CPU: the autotune config to run (0 = the "
+                                   "first left after pruning; the interpreter never benchmarks them all)"),
+        hw_name: Optional[str] = HardwareOpt,
+        force: bool = typer.Option(False, "--force", help="replace an existing output file")) -> None:
+    """Run your own command with Triton's launches recorded, and write a kernel file from one kernel's launches.
+
+    Exit status: 0 written; 2 nothing written (no launch recorded, an ambiguous kernel, a kernel that
+    cannot stand alone).
+    """
+    from swizzleperf.workflows.capture import kernel_file, select, session
+    settings = _settings(kernel, config, hw_name)
+    text = shlex.join(command)
+    with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
+        captured = _run(command, Path(tmp), settings, text)
+        if captured.returncode != 0 and not captured.records:
+            raise CaptureError(f"`{text}` exited {captured.returncode} before any Triton launch; its last lines:\n"
+                               f"{captured.log_tail()}")
+        if not captured.records:
+            raise CaptureError(f"`{text}` ran (exit 0) but launched no Triton kernel"
+                               + (f" named {kernel}" if kernel else "") + "; give a command that launches it")
+        _summary(captured, text)
+        name, chosen = select.choose(captured.records, kernel, launch)
+    out = output or Path("kernels") / f"{chosen[0].kernel.name.strip('_')}.py"
+    if out.exists() and not force:
+        raise CaptureError(f"{out} already exists; pass --force to replace it, or -o to write elsewhere")
+    written = kernel_file.write_kernel_file(chosen, out, text)
+    records_path = out.with_suffix(".launches.json")
+    select.write_records(chosen, records_path)
+    say = lambda line: console.print(line, highlight=False)  # noqa: E731
+    say(f"[green]✓[/] wrote {escape(str(out))} from {len(chosen)} launch{'es' * (len(chosen) > 1)} of {escape(name)} "
+        f"(sizes: {escape(', '.join(written.sizes))}); the launches: {escape(str(records_path))}")
+    say(f"  hook: {escape(written.hook)}")
+    for c in chosen[0].chosen:
+        say(f"  {escape(c.by)}: {escape(c.config or str(c.values))} ({escape(c.how)})")
+    say(f"next: swizzleperf check {escape(str(out))}")
+
+
+def _settings(kernel: Optional[str], config: int, hw_name: Optional[str]):
+    import torch
+
+    from swizzleperf.hardware.select import resolve as resolve_hardware
+    from swizzleperf.workflows.capture.session import CaptureSettings
+    spec, _ = resolve_hardware(hw_name)
+    return CaptureSettings(kernel=kernel.split("@")[0] if kernel else None, config=config,
+                           sm_count=spec.num_domains * spec.cus_per_domain, gpu=torch.cuda.is_available())
+
+
+def _run(command: list[str], folder: Path, settings, text: str):
+    from swizzleperf.workflows.capture import session
+    where = "on the GPU" if settings.gpu else "on Triton's CPU interpreter, with stand-ins for the GPU"
+    with console.status(f"running `{escape(text)}` {where}") as status:
+        def progress(launches: int, seconds: float) -> None:
+            status.update(f"running `{escape(text)}` {where}: {launches} launch{'es' * (launches != 1)} recorded, "
+                          f"{seconds:.0f} s")
+        return session.run_command(command, folder, settings, progress)
+
+
+def _summary(captured, text: str) -> None:
+    from swizzleperf.workflows.capture import select, session
+    groups = session.by_kernel(captured.records)
+    status = "[green]exited 0[/]" if captured.returncode == 0 else f"[yellow]exited {captured.returncode}[/]"
+    console.print(f"`{escape(text)}` {status}; {len(captured.records)} distinct launches of {len(groups)} "
+                  f"kernel{'s' * (len(groups) > 1)} recorded ({escape(captured.records[0].device)}):", highlight=False)
+    table = Table(box=None, padding=(0, 2), show_edge=False)
+    for col in ("kernel", "launches", "defined at", "grids"):
+        table.add_column(col)
+    for row in select.listing(groups):
+        table.add_row(*(escape(str(v)) for v in row))
+    console.print(table)
+    for line in captured.notes:
+        console.print(f"  [dim]{escape(line)}[/]", highlight=False)
+    for line in captured.refused:
+        console.print(f"  [yellow]refused:[/] {escape(line)}", highlight=False)

@@ -1,0 +1,1 @@
+"""`swizzleperf capture`: launches recorded from the user's own command, turned into a kernel file."""

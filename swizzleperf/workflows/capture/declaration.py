@@ -1,0 +1,171 @@
+"""The problem declaration of a captured kernel file: its recorded launches as data, replayed.
+
+Each recorded launch of the kernel becomes one size. Its arguments are kept as data in the file
+(`_LAUNCHES`): tensors by layout, rebuilt from a seeded generator (integer tensors that steer
+addresses from their recorded values, or their recorded range), outputs the tensors the launch
+wrote, in-place tensors seeded and copied in before the launch, scalars and constexprs by value.
+Without a `reference()` the check compares a remap's outputs with the kernel's own order.
+"""
+
+from __future__ import annotations
+
+import math
+import pprint
+
+from swizzleperf.kernel.launches.launch_record import LaunchRecord, TensorParam
+from swizzleperf.workflows.adopt.hook import HookPlan
+
+CHECK_ELEMENTS = 1 << 22  # sizes the CPU interpreter checks: tensors up to this many elements in all...
+CHECK_PROGRAMS = 4096  # ...and up to this many programs
+
+
+def role(p: TensorParam) -> str:
+    return "in_place" if p.in_place else "output" if p.written else "input"
+
+
+def _tensor_spec(p: TensorParam) -> dict:
+    spec = {"dtype": p.dtype, "shape": p.shape, "strides": p.strides, "offset": p.offset, "extent": p.extent}
+    if p.values is not None:
+        spec["values"] = p.values
+    elif p.zeros and p.dtype != "bool":
+        spec["zeros"] = True
+    elif p.range is not None:
+        spec.update(range=p.range, sorted=bool(p.sorted))
+    return spec
+
+
+def _value_text(p) -> str:
+    if p.kind == "triton_dtype":
+        return f"tl.{_TRITON_DTYPES.get(p.value, p.value)}"
+    if p.kind == "torch_dtype":
+        return f"torch.{p.value}"
+    if p.kind == "float" and isinstance(p.value, str):
+        return f'float("{p.value}")'
+    return repr(p.value)
+
+
+_TRITON_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "i8": "int8",
+                  "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "i1": "int1",
+                  "fp8e4nv": "float8e4nv", "fp8e5": "float8e5"}
+
+
+def _launch_text(record: LaunchRecord) -> str:
+    lines = [f'    {{"grid": {record.grid}, "options": {record.options!r},\n     "params": [']
+    for p in record.params:
+        if isinstance(p, TensorParam):
+            spec = pprint.pformat(_tensor_spec(p), width=100, compact=True, sort_dicts=False)
+            spec = spec.replace("\n", "\n" + " " * 8)
+            lines.append(f'        ({p.name!r}, "{role(p)}", {spec}),')
+        else:
+            lines.append(f'        ({p.name!r}, "value", {_value_text(p)}),')
+    lines.append("    ]},")
+    return "\n".join(lines)
+
+
+def size_names(records: list[LaunchRecord]) -> list[str]:
+    """One name per launch: "captured" for one; else the integer arguments that tell them apart."""
+    if len(records) == 1:
+        return ["captured"]
+    ints = [{p.name: p.value for p in r.params if p.kind == "int" and not p.constexpr} for r in records]
+    varying = [n for n in ints[0] if len({i.get(n) for i in ints}) > 1 and "stride" not in n.lower()][:3]
+    names = ["_".join(f"{n}{i.get(n)}" for n in varying) or f"launch{k}" for k, i in enumerate(ints)]
+    return [n if names.count(n) == 1 else f"{n}_{k}" for k, n in enumerate(names)]
+
+
+def _elements(record: LaunchRecord) -> int:
+    return sum(math.prod(p.shape) for p in record.tensors())
+
+
+def check_sizes(records: list[LaunchRecord], names: list[str]) -> list[str]:
+    """The sizes cheap enough for the CPU interpreter (the smallest one if none is)."""
+    cheap = [n for n, r in zip(names, records) if _elements(r) <= CHECK_ELEMENTS and r.programs <= CHECK_PROGRAMS]
+    return cheap or [min(zip(names, records), key=lambda nr: (nr[1].programs, _elements(nr[1])))[0]]
+
+
+def tolerance(records: list[LaunchRecord], sources: list[str]) -> tuple[str, str]:
+    """Exact, unless the kernel accumulates with atomics (then its order changes the rounding)."""
+    if not any("atomic_" in s for s in sources):
+        return '{"atol": 0.0, "rtol": 0.0}', "exact: a remap only reorders programs that write disjoint outputs"
+    dtypes = {p.dtype for r in records for p in r.tensors() if p.written}
+    if dtypes & {"float16", "bfloat16"}:
+        return '{"atol": 1e-2, "rtol": 1e-2}', "atomics reorder half-precision sums: torch.testing's fp16 level"
+    return '{"atol": 1e-5, "rtol": 1.3e-6}', "atomics reorder float32 sums: torch.testing's float32 level"
+
+
+def declaration(records: list[LaunchRecord], hook: HookPlan, grid_values: list[dict[str, int]],
+                sources: list[str]) -> str:
+    """The declaration block written after the kernel."""
+    names = size_names(records)
+    kernel = records[0].kernel.name
+    sizes = {n: {"launch": i, **values} for i, (n, values) in enumerate(zip(names, grid_values))}
+    default = max(zip(names, records), key=lambda nr: nr[1].programs)[0]
+    tol, why = tolerance(records, sources)
+    grid_items = ", ".join(f'size["{p}"]' for p in hook.grid_params)
+    extents = "".join(f'{p}=spec["grid"][{int(p.rsplit("_", 1)[1])}], ' for p in hook.axis_params)
+    launches = "\n".join(_launch_text(r) for r in records)
+    return _TEMPLATE.format(hook=hook.name, sizes=pprint.pformat(sizes, width=110, sort_dicts=False),
+                            default=default, check=check_sizes(records, names), tol=tol, why=why,
+                            launches=launches, grid=grid_items + ("," if len(hook.grid_params) == 1 else ""),
+                            kernel=kernel, extents=extents)
+
+
+_TEMPLATE = '''
+REMAP_HOOK = "{hook}"
+SIZES = {sizes}
+DEFAULT_SIZE = "{default}"
+CHECK_SIZES = {check}
+TOLERANCE = {tol}  # {why}
+
+# The recorded launches: (parameter, role, value). Tensors are rebuilt by layout from a seeded
+# generator (integer tensors from their recorded values or range); "output" tensors are the ones the
+# launch wrote, "in_place" ones it also read first.
+_LAUNCHES = [
+{launches}
+]
+
+
+def grid(size):
+    return ({grid})
+
+
+def _tensor(spec, generator, device):
+    dtype = getattr(torch, spec["dtype"])
+    n = spec["extent"]
+    if "values" in spec:
+        flat = torch.tensor([0] * spec["offset"] + spec["values"], dtype=dtype)
+    elif spec.get("zeros"):
+        flat = torch.zeros(n, dtype=dtype)
+    elif dtype.is_floating_point:
+        flat = torch.randn(n, generator=generator).to(dtype)
+    elif dtype == torch.bool:
+        flat = torch.randint(0, 2, (n,), generator=generator).bool()
+    else:
+        low, high = spec["range"]
+        flat = torch.randint(low, high + 1, (n,), generator=generator).to(dtype)
+        flat = flat.sort().values if spec["sorted"] else flat
+    return flat.to(device).as_strided(spec["shape"], spec["strides"], spec["offset"])
+
+
+def make_inputs(size, seed, device):
+    generator = torch.Generator().manual_seed(seed)
+    params = _LAUNCHES[size["launch"]]["params"]
+    return {{(name if role == "input" else name + "_before"): _tensor(spec, generator, device)
+            for name, role, spec in params if role in ("input", "in_place")}}
+
+
+def make_outputs(size, device):
+    return {{name: torch.empty(spec["extent"], dtype=getattr(torch, spec["dtype"]), device=device)
+            .as_strided(spec["shape"], spec["strides"], spec["offset"])
+            for name, role, spec in _LAUNCHES[size["launch"]]["params"] if role in ("output", "in_place")}}
+
+
+def launch(inputs, outputs, size, num_xcds):
+    spec = _LAUNCHES[size["launch"]]
+    args = {{}}
+    for name, role, value in spec["params"]:
+        if role == "in_place":
+            outputs[name].copy_(inputs[name + "_before"])
+        args[name] = inputs[name] if role == "input" else outputs[name] if role != "value" else value
+    programs = spec["grid"][0] * spec["grid"][1] * spec["grid"][2]
+    {kernel}[(programs,)](**args, {extents}NUM_XCDS=num_xcds, **spec["options"])
+'''

@@ -1,0 +1,48 @@
+"""Which recorded launches become the kernel file: the kernel the user names, or the only one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from swizzleperf.errors import CaptureError
+from swizzleperf.kernel.launches.launch_record import LaunchRecord
+from swizzleperf.workflows.capture.session import by_kernel
+
+
+def listing(groups: dict[str, list[LaunchRecord]]) -> list[tuple[str, int, str, str]]:
+    """(kernel, launches, where, grids) per kernel, for the summary."""
+    rows = []
+    for name, records in groups.items():
+        k = records[0].kernel
+        grids = ", ".join(str(tuple(g for g in r.grid if g != 1) or (1,)).replace(",)", ")") for r in records[:4])
+        rows.append((name, len(records), f"{Path(k.file).name}:{k.line}", grids + (", ..." if len(records) > 4 else "")))
+    return rows
+
+
+def choose(records: list[LaunchRecord], kernel: str | None, launch: int | None) -> tuple[str, list[LaunchRecord]]:
+    """The kernel's launches to write (all its distinct launches, or the one `launch` picks)."""
+    groups = by_kernel(records)
+    if kernel is None:
+        if len(groups) > 1:
+            names = ", ".join(f"{n} ({len(v)})" for n, v in groups.items())
+            raise CaptureError(f"{len(groups)} kernels were launched: {names}; pick one with --kernel NAME")
+        kernel = next(iter(groups))
+    if kernel not in groups:
+        same = [n for n in groups if n.split("@")[0] == kernel]
+        if len(same) > 1:
+            raise CaptureError(f"two kernels are named {kernel}: {', '.join(same)}; pick one with --kernel NAME@FILE:LINE")
+        if not same:
+            raise CaptureError(f"no launch of a kernel named {kernel} was recorded (launched: {', '.join(groups)})")
+        kernel = same[0]
+    chosen = groups[kernel]
+    if launch is not None:
+        if not 0 <= launch < len(chosen):
+            raise CaptureError(f"--launch {launch}: {kernel} has launches 0..{len(chosen) - 1}")
+        chosen = [chosen[launch]]
+    return kernel, chosen
+
+
+def write_records(records: list[LaunchRecord], path: Path) -> None:
+    """The chosen launches as readable JSON beside the kernel file."""
+    path.write_text(json.dumps([r.model_dump(mode="json") for r in records], indent=1) + "\n")
