@@ -34,7 +34,7 @@ def capture_command(
     Exit status: 0 written; 2 nothing written (no launch recorded, an ambiguous kernel, a kernel that
     cannot stand alone).
     """
-    from swizzleperf.workflows.capture import kernel_file, select, session
+    from swizzleperf.workflows.launch_capture import kernel_file, select, session
     settings = _settings(kernel, config, hw_name)
     text = shlex.join(command)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
@@ -66,14 +66,14 @@ def _settings(kernel: Optional[str], config: int, hw_name: Optional[str]):
     import torch
 
     from swizzleperf.hardware.select import resolve as resolve_hardware
-    from swizzleperf.workflows.capture.session import CaptureSettings
+    from swizzleperf.workflows.launch_capture.session import CaptureSettings
     spec, _ = resolve_hardware(hw_name)
     return CaptureSettings(kernel=kernel.split("@")[0] if kernel else None, config=config,
                            sm_count=spec.num_domains * spec.cus_per_domain, gpu=torch.cuda.is_available())
 
 
 def _run(command: list[str], folder: Path, settings, text: str):
-    from swizzleperf.workflows.capture import session
+    from swizzleperf.workflows.launch_capture import session
     where = "on the GPU" if settings.gpu else "on Triton's CPU interpreter, with stand-ins for the GPU"
     with console.status(f"running `{escape(text)}` {where}") as status:
         def progress(launches: int, seconds: float) -> None:
@@ -83,7 +83,7 @@ def _run(command: list[str], folder: Path, settings, text: str):
 
 
 def _summary(captured, text: str) -> None:
-    from swizzleperf.workflows.capture import select, session
+    from swizzleperf.workflows.launch_capture import select, session
     groups = session.by_kernel(captured.records)
     status = "[green]exited 0[/]" if captured.returncode == 0 else f"[yellow]exited {captured.returncode}[/]"
     console.print(f"`{escape(text)}` {status}; {len(captured.records)} distinct launches of {len(groups)} "

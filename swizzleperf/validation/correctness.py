@@ -24,6 +24,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
+from swizzleperf.kernel.launches import describe
 from swizzleperf.kernel import user_errors
 from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.kernel.user_errors import FileMap
@@ -289,7 +290,7 @@ def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, devic
     step = "make_inputs"
     try:
         inputs = kernel.fn("make_inputs")(size, seed, device)
-        pristine = {name: t.clone() for name, t in inputs.items()}
+        pristine = {name: _clone(t) for name, t in inputs.items()}
         step = "make_outputs"
         outputs = kernel.fn("make_outputs")(size, device)
         for t in outputs.values():
@@ -322,7 +323,7 @@ def _expected(kernel: KernelFile, original: KernelFile, pristine: dict, size: di
     """reference(), or without one the original kernel's outputs on copies of the same inputs."""
     if kernel.has_reference:
         return kernel.fn("reference")(pristine, size)
-    inputs = {name: t.clone() for name, t in pristine.items()}
+    inputs = {name: _clone(t) for name, t in pristine.items()}
     outputs = original.fn("make_outputs")(size, device)
     for t in outputs.values():
         _poison(t)
@@ -330,6 +331,11 @@ def _expected(kernel: KernelFile, original: KernelFile, pristine: dict, size: di
     if device != "cpu":
         torch.cuda.synchronize()
     return outputs
+
+
+def _clone(t):
+    """A copy with the same strides, offset and padding: a kernel given its strides as arguments reads it alike."""
+    return describe.copy_with_layout(t, describe.span(t))
 
 
 def _poison(t) -> None:

@@ -25,22 +25,29 @@ def extent(t) -> int:
     return t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1
 
 
-def _storage_span(t):
-    """The view's storage region [offset, extent) as a flat tensor (what the replay rebuilds)."""
+def span(t):
+    """The view's storage region [offset, extent) as a flat tensor: what the replay rebuilds (padding too)."""
     return t.as_strided((extent(t) - t.storage_offset(),), (1,), t.storage_offset())
 
 
-def tensor(t, max_values: int) -> dict:
+def copy_with_layout(t, content):
+    """A new tensor with `t`'s shape, strides and offset whose storage span holds `content`."""
+    base = t.new_empty(extent(t))
+    base[t.storage_offset():] = content
+    return base.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def tensor(t, before, max_values: int) -> dict:
+    """`t`'s layout, and for an integer tensor its values before the launch (`before`: its span then)."""
     import torch
     out = {"kind": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
            "strides": list(t.stride()), "offset": t.storage_offset(), "extent": extent(t), "device": str(t.device)}
     if t.dtype.is_floating_point or t.dtype.is_complex or t.numel() == 0:
         return out
-    span = _storage_span(t).detach().cpu()
-    flat = span.to(dtype=torch.int64)
+    flat = before.detach().cpu().to(dtype=torch.int64)
     out["range"] = [int(flat.min()), int(flat.max())]
     out["sorted"] = bool((flat[1:] >= flat[:-1]).all()) if flat.numel() > 1 else True
-    if span.numel() <= max_values:
+    if flat.numel() <= max_values:
         out["values"] = flat.tolist()
     return out
 
@@ -52,12 +59,12 @@ def scalar(value) -> dict:
     return {"kind": kind, "value": value}
 
 
-def param(name: str, value, constexpr: bool, max_values: int) -> dict:
+def param(name: str, value, before, constexpr: bool, max_values: int) -> dict:
     """One argument: a tensor, a scalar, a constexpr (its value), or an object a replay cannot rebuild."""
     if type(value).__name__ == "constexpr" and hasattr(value, "value"):
         value = value.value
     if is_tensor(value):
-        out = tensor(value, max_values)
+        out = tensor(value, before, max_values)
     elif type(value) in _SCALARS:
         out = scalar(value)
     elif type(value).__name__ == "dtype" and hasattr(value, "name"):  # a triton dtype passed as a constexpr

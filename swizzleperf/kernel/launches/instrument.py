@@ -14,7 +14,8 @@ import json
 import os
 import sys
 
-DIR_ENV = "SWIZZLEPERF_CAPTURE_DIR"
+from swizzleperf.kernel.launches.journal import DIR_ENV, note
+
 SETTINGS_ENV = "SWIZZLEPERF_CAPTURE_SETTINGS"
 
 SETTINGS: dict = {
@@ -47,24 +48,6 @@ def _triton_ready() -> None:
     if SETTINGS["stand_in"]:
         standins.triton_driver(SETTINGS)
     recorder.install(SETTINGS)
-
-
-def write(record: dict) -> None:
-    """One launch record, as `launch-<pid>-<n>.json` in the capture directory."""
-    folder = os.environ[DIR_ENV]
-    name = f"launch-{os.getpid()}-{record['seq']:04d}.json"
-    tmp = os.path.join(folder, name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1, default=repr)
-    os.replace(tmp, os.path.join(folder, name))
-
-
-def note(line: str) -> None:
-    """A line for the capture summary (a stand-in used, a launch not recorded and why)."""
-    folder = os.environ.get(DIR_ENV)
-    if folder:
-        with open(os.path.join(folder, f"notes-{os.getpid()}.txt"), "a", encoding="utf-8") as f:
-            f.write(line.replace("\n", " ") + "\n")
 
 
 class _AfterImport:

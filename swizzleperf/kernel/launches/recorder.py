@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 
-from swizzleperf.kernel.launches import closure, describe, instrument
+from swizzleperf.kernel.launches import closure, describe, journal
 
 _local = threading.local()
 _seq = itertools.count()
@@ -91,21 +91,20 @@ def record_launch(python_fn, launcher: str, named: dict, options: dict, grid, la
     _seen.add(key)
     _per_kernel[python_fn.__name__] = count + 1
     tensors = {n: v for n, v in named.items() if describe.is_tensor(v)}
-    before = {n: t.detach().clone() for n, t in tensors.items()}
+    before = {n: describe.span(t).detach().clone() for n, t in tensors.items()}
     result = launch(named)
     _synchronize(tensors)
-    written = [n for n, t in tensors.items() if not describe.same_bits(t, before[n])]
+    written = [n for n, t in tensors.items() if not describe.same_bits(describe.span(t), before[n])]
     in_place = _reads_outputs(named, before, tensors, written, launch)
     consts = _constexprs(python_fn)
-    params = [describe.param(n, before.get(n, v), n in consts, settings["max_values"]) for n, v in named.items()]
+    params = [describe.param(n, v, before.get(n), n in consts, settings["max_values"]) for n, v in named.items()]
     for p in params:
         if p["kind"] == "tensor":
             p["written"], p["in_place"] = p["name"] in written, p["name"] in in_place
-            p["zeros"] = bool(p["name"] in tensors and not before[p["name"]].any()) if tensors[p["name"]].numel() \
-                else True
+            p["zeros"] = not bool(before[p["name"]].any())
     if id(python_fn) not in _closures:
         _closures[id(python_fn)] = closure.collect(python_fn)
-    instrument.write({"format": 1, "seq": next(_seq), "launcher": launcher, "grid": g,
+    journal.write({"format": 1, "seq": next(_seq), "launcher": launcher, "grid": g,
                       "kernel": _kernel_info(python_fn), "params": params, "options": _options(options),
                       "chosen": _chosen(named),
                       "device": _device(tensors), "closure": _closures[id(python_fn)],
@@ -118,14 +117,14 @@ def _reads_outputs(named, before, tensors, written, launch) -> list[str]:
     if not written:
         return []
     probe = dict(named)
-    for n in tensors:
-        probe[n] = before[n].clone()
+    for n, t in tensors.items():
+        probe[n] = describe.copy_with_layout(t, before[n])
         if n in written:
-            describe.poison(probe[n])
+            describe.poison(describe.span(probe[n]))
     with _Within(quiet=True):
         launch(probe)
     _synchronize(probe)
-    return [n for n in written if not describe.same_bits(probe[n], tensors[n])]
+    return [n for n in written if not describe.same_bits(describe.span(probe[n]), describe.span(tensors[n]))]
 
 
 def _synchronize(tensors: dict) -> None:
@@ -218,7 +217,7 @@ class _WarmedUp:
         self._fn, self._kwargs = fn, kwargs
         self.metadata = types.SimpleNamespace(shared=0, num_warps=kwargs.get("num_warps", 4),
                                               num_stages=kwargs.get("num_stages", 3), name=fn.__name__)
-        instrument.note(f"stand-in: {fn.__name__}.warmup() under the interpreter: n_regs=32, no shared memory "
+        journal.note(f"stand-in: {fn.__name__}.warmup() under the interpreter: n_regs=32, no shared memory "
                         f"(nothing is compiled)")
 
     def _init_handles(self):

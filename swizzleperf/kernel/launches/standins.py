@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import types
 
-from swizzleperf.kernel.launches import instrument
+from swizzleperf.kernel.launches import journal
 
 _noted: set[str] = set()
 
@@ -20,7 +20,7 @@ _noted: set[str] = set()
 def _used(what: str) -> None:
     if what not in _noted:
         _noted.add(what)
-        instrument.note(f"stand-in: {what}")
+        journal.note(f"stand-in: {what}")
 
 
 def device_properties(settings: dict) -> dict:

@@ -19,7 +19,7 @@ from swizzleperf.kernel.launches.launch_record import LaunchRecord
 from swizzleperf.workflows.adopt.hook import HookPlan, plan_hook
 from swizzleperf.workflows.adopt.scan import AdoptError, scan
 from swizzleperf.workflows.adopt.text import Edit, apply, collapse_blank_lines
-from swizzleperf.workflows.capture import declaration
+from swizzleperf.workflows.launch_capture import declaration
 
 _BASE_IMPORTS = ("import torch", "import triton", "import triton.language as tl")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import swizzleperf
 from swizzleperf.errors import CaptureError
-from swizzleperf.kernel.launches import instrument, launch_record
+from swizzleperf.kernel.launches import instrument, journal, launch_record
 from swizzleperf.kernel.launches.launch_record import LaunchRecord
 
 BOOTSTRAP = Path(instrument.__file__).parent / "bootstrap"
@@ -62,7 +62,7 @@ def executable(command: list[str]) -> list[str]:
 
 def _environment(folder: Path, settings: CaptureSettings) -> dict[str, str]:
     env = dict(os.environ)
-    env[instrument.DIR_ENV] = str(folder)
+    env[journal.DIR_ENV] = str(folder)
     env[instrument.SETTINGS_ENV] = json.dumps({"kernel": settings.kernel, "config": settings.config,
                                                "stand_in": not settings.gpu, "sm_count": settings.sm_count})
     package_root = str(Path(swizzleperf.__file__).resolve().parent.parent)

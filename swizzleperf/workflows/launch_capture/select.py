@@ -7,7 +7,7 @@ from pathlib import Path
 
 from swizzleperf.errors import CaptureError
 from swizzleperf.kernel.launches.launch_record import LaunchRecord
-from swizzleperf.workflows.capture.session import by_kernel
+from swizzleperf.workflows.launch_capture.session import by_kernel
 
 
 def listing(groups: dict[str, list[LaunchRecord]]) -> list[tuple[str, int, str, str]]:
