@@ -40,8 +40,9 @@ def capture_command(
     with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
         captured = _run(command, Path(tmp), settings, text)
         if captured.returncode != 0 and not captured.records:
-            raise CaptureError(f"`{text}` exited {captured.returncode} before any Triton launch; its last lines:\n"
-                               f"{captured.log_tail()}")
+            console.print(escape(captured.log_tail()), highlight=False)
+            raise CaptureError(f"`{text}` exited {captured.returncode} before any Triton launch (its last lines "
+                               f"are above)")
         if not captured.records:
             raise CaptureError(f"`{text}` ran (exit 0) but launched no Triton kernel"
                                + (f" named {kernel}" if kernel else "") + "; give a command that launches it")

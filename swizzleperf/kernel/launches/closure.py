@@ -65,6 +65,18 @@ def _constant_text(value) -> str | None:
     return None
 
 
+def _library_import(name: str, value) -> str | None:
+    """`from triton.language import constexpr` for a class or function of triton (or torch, math)."""
+    module, qualname = getattr(value, "__module__", None) or "", getattr(value, "__qualname__", "")
+    if module.split(".")[0] not in ("triton", "torch", "math") or "." in qualname or not qualname:
+        return None
+    import sys
+    for home in ("triton.language", module):
+        if getattr(sys.modules.get(home), qualname, None) is value:
+            return f"from {home} import {qualname}" + (f" as {name}" if name != qualname else "")
+    return None
+
+
 def _unit(name: str, value, owner) -> dict:
     """What the kernel file writes for global `name` of function `owner`."""
     if isinstance(value, types.ModuleType):
@@ -76,6 +88,9 @@ def _unit(name: str, value, owner) -> dict:
     text = _constant_text(value)
     if text is not None:
         return {"kind": "constant", "name": name, "text": f"{name} = {text}"}
+    library = _library_import(name, value)
+    if library is not None:
+        return {"kind": "import", "name": name, "text": library}
     module = getattr(owner, "__module__", "?")
     return {"kind": "unresolved", "name": name, "module": module, "text": f"from {module} import {name}",
             "why": f"a {type(value).__qualname__}, which is not copied"}

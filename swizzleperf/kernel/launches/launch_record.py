@@ -12,7 +12,7 @@ import ast
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -20,7 +20,7 @@ from swizzleperf.errors import CaptureError
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
           "float8_e5m2fnuz", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
-_IMPORT = re.compile(r"import [A-Za-z_][\w.]*( as [A-Za-z_]\w*)?")
+_IMPORT = re.compile(r"(from [A-Za-z_][\w.]* )?import [A-Za-z_][\w.]*( as [A-Za-z_]\w*)?")
 _FROM = re.compile(r"from [A-Za-z_][\w.]* import [A-Za-z_]\w*")
 _LIMIT = 1 << 40
 
@@ -74,7 +74,7 @@ class ValueParam(_Strict):
     _name = field_validator("name")(_identifier)
 
 
-Param = Union[TensorParam, ValueParam]
+Param = Annotated[Union[TensorParam, ValueParam], Field(discriminator="kind")]
 
 
 class KernelInfo(_Strict):
@@ -113,11 +113,22 @@ def _one_constant(name: str, text: str) -> None:
     except SyntaxError:
         raise ValueError(f"constant {name!r} does not parse") from None
     ok = (len(tree.body) == 1 and isinstance(tree.body[0], ast.Assign)
-          and [ast.unparse(t) for t in tree.body[0].targets] == [name]
-          and all(isinstance(n, (ast.Constant, ast.Call, ast.Attribute, ast.Name, ast.Load, ast.UnaryOp, ast.USub))
-                  for n in ast.walk(tree.body[0].value)))
+          and [ast.unparse(t) for t in tree.body[0].targets] == [name] and _literal(tree.body[0].value))
     if not ok:
         raise ValueError(f"constant {name!r} is not one assignment of a literal: {text[:80]!r}")
+
+
+def _literal(node: ast.expr) -> bool:
+    """What closure.py writes for a constant: a literal, -literal, float("inf"), tl.<dtype>, tl.constexpr(literal)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return isinstance(node.operand, ast.Constant)
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name) and node.value.id == "tl"
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        return ast.unparse(node.func) in ("float", "tl.constexpr") and _literal(node.args[0])
+    return False
 
 
 class Function(_Strict):
@@ -203,5 +214,5 @@ def read(path: Path) -> LaunchRecord:
         return LaunchRecord.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
+        where = ".".join(str(x) for x in err["loc"] if isinstance(x, int) or str(x).isidentifier())
         raise CaptureError(f"{path} is not a launch record swizzleperf can use: {where}: {err['msg']}") from None

@@ -77,9 +77,14 @@ def _elements(record: LaunchRecord) -> int:
 
 
 def check_sizes(records: list[LaunchRecord], names: list[str]) -> list[str]:
-    """The sizes cheap enough for the CPU interpreter (the smallest one if none is)."""
-    cheap = [n for n, r in zip(names, records) if _elements(r) <= CHECK_ELEMENTS and r.programs <= CHECK_PROGRAMS]
-    return cheap or [min(zip(names, records), key=lambda nr: (nr[1].programs, _elements(nr[1])))[0]]
+    """At most two sizes cheap enough for the CPU interpreter: the smallest and the largest of them
+    (the smallest size of all if none is cheap)."""
+    cost = lambda nr: (nr[1].programs, _elements(nr[1]))  # noqa: E731
+    cheap = sorted(((n, r) for n, r in zip(names, records)
+                    if _elements(r) <= CHECK_ELEMENTS and r.programs <= CHECK_PROGRAMS), key=cost)
+    if not cheap:
+        return [min(zip(names, records), key=cost)[0]]
+    return list(dict.fromkeys([cheap[0][0], cheap[-1][0]]))
 
 
 def tolerance(records: list[LaunchRecord], sources: list[str]) -> tuple[str, str]:

@@ -17,8 +17,9 @@ from pathlib import Path
 from swizzleperf.errors import CaptureError
 from swizzleperf.kernel.launches.launch_record import LaunchRecord
 from swizzleperf.workflows.adopt.hook import HookPlan, plan_hook
+from swizzleperf.workflows.adopt.inline import inline_pid_helpers
 from swizzleperf.workflows.adopt.scan import AdoptError, scan
-from swizzleperf.workflows.adopt.text import Edit, apply, collapse_blank_lines
+from swizzleperf.workflows.adopt.text import Edit, Source, apply, collapse_blank_lines
 from swizzleperf.workflows.launch_capture import declaration
 
 _BASE_IMPORTS = ("import torch", "import triton", "import triton.language as tl")
@@ -104,16 +105,46 @@ def _grid_values(records: list[LaunchRecord], hook: HookPlan) -> list[dict[str, 
     return out
 
 
+def _drop_unused(text: str, names: list[str]) -> str:
+    """Remove the inlined helpers nothing calls any more."""
+    tree = ast.parse(text)
+    loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    src = Source(text)
+    edits = [Edit(src.line_start(min([f.lineno, *(d.lineno for d in f.decorator_list)])), src.line_end(f.end_lineno), "")
+             for f in tree.body if isinstance(f, ast.FunctionDef) and f.name in names and f.name not in loads]
+    return apply(text, edits)
+
+
+def _own_num_xcds(text: str, records: list[LaunchRecord], kernel: str) -> tuple[str, list[LaunchRecord], bool]:
+    """A kernel with its own NUM_XCDS parameter keeps it as KERNEL_NUM_XCDS (the hook's NUM_XCDS is the target's)."""
+    tree = ast.parse(text)
+    fn = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == kernel)
+    if "NUM_XCDS" not in {a.arg for a in fn.args.args}:
+        return text, records, False
+    src = Source(text)
+    edits = [Edit(src.start(n), src.start(n) + len("NUM_XCDS"), "KERNEL_NUM_XCDS") for n in ast.walk(fn)
+             if (isinstance(n, ast.Name) and n.id == "NUM_XCDS") or (isinstance(n, ast.arg) and n.arg == "NUM_XCDS")]
+    renamed = [r.model_copy(update={"params": [p.model_copy(update={"name": "KERNEL_NUM_XCDS"})
+                                               if p.name == "NUM_XCDS" else p for p in r.params]}) for r in records]
+    return apply(text, edits), renamed, True
+
+
 def write_kernel_file(records: list[LaunchRecord], out: Path, command: str) -> Written:
     """Write the kernel file `out` from launches of one kernel (same name, same source)."""
-    text = module_text(records, command)
     name = records[0].kernel.name
+    inlined = inline_pid_helpers(module_text(records, command), name)
+    text, records, own = _own_num_xcds(_drop_unused(inlined.text, inlined.helpers), records, name)
     try:
         found = scan(out, text, kernel_name=name)
     except AdoptError as exc:
         raise CaptureError(str(exc).replace(out.name, name, 1)) from None
     constants = {k: v for k, v in _constants(records).items() if k in found.constexprs()}
     hook = plan_hook(found, constants)
+    if inlined.helpers:
+        hook.how += (f"; the kernel's own program-id mapping ({', '.join(inlined.helpers)}) is inlined and "
+                     f"wrapped by the hook, so its identity is the kernel's current order")
+    if own:
+        hook.how += "; its own NUM_XCDS is KERNEL_NUM_XCDS, pinned at the launch's value"
     grid_values = _grid_values(records, hook)
     at = found.src.line_start(found.kernel.lineno - 1)  # the kernel's @triton.jit line
     marker = "# --- the remap hook (added by `swizzleperf capture`): swizzleperf rewrites only this function ---\n"
