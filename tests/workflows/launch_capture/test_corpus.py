@@ -8,6 +8,7 @@ for the GPU; the written file must pass `check` as written and `optimize` must r
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -65,5 +66,7 @@ def test_captured_kernel_passes_check_and_optimize(project, kernel, ndim, how, t
     assert "OK: the remap is safe to use with this kernel" in checked.output
     optimized = runner.invoke(app, ["optimize", str(out), "-n", "4", "--runs-dir", str(tmp_path / "runs")])
     assert optimized.exit_code == 0, optimized.output
-    attempts = next((tmp_path / "runs").iterdir()) / "attempts.jsonl"
-    assert len(attempts.read_text().splitlines()) == 5  # the baseline and four proposals
+    attempts = len((next((tmp_path / "runs").iterdir()) / "attempts.jsonl").read_text().splitlines())
+    best, achievable = re.search(r"-> best ([\d.]+)%.*achievable ([\d.]+)%", " ".join(optimized.output.split())).groups()
+    # the baseline and four proposals, or fewer where the search stopped at the achievable bound (tiny grids)
+    assert attempts == 5 or (attempts < 5 and best == achievable)
