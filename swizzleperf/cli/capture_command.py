@@ -34,7 +34,9 @@ def capture_command(
     Exit status: 0 written; 2 nothing written (no launch recorded, an ambiguous kernel, a kernel that
     cannot stand alone).
     """
-    from swizzleperf.workflows.launch_capture import kernel_file, select, session
+    from swizzleperf.workflows.launch_capture import kernel_file, select
+    if output is not None and output.exists() and not force:
+        raise CaptureError(f"{output} already exists; pass --force to replace it, or -o to write elsewhere")
     settings = _settings(kernel, config, hw_name)
     text = shlex.join(command)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
@@ -88,7 +90,7 @@ def _summary(captured, text: str) -> None:
     groups = session.by_kernel(captured.records)
     status = "[green]exited 0[/]" if captured.returncode == 0 else f"[yellow]exited {captured.returncode}[/]"
     console.print(f"`{escape(text)}` {status}; {len(captured.records)} distinct launches of {len(groups)} "
-                  f"kernel{'s' * (len(groups) > 1)} recorded ({escape(captured.records[0].device)}):", highlight=False)
+                  f"kernel{'s' * (len(groups) > 1)} recorded on {escape(captured.records[0].device)}:", highlight=False)
     table = Table(box=None, padding=(0, 2), show_edge=False)
     for col in ("kernel", "launches", "defined at", "grids"):
         table.add_column(col)

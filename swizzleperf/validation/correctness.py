@@ -24,9 +24,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
-from swizzleperf.kernel.launches import describe
 from swizzleperf.kernel import user_errors
 from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.kernel.launches import describe
 from swizzleperf.kernel.user_errors import FileMap
 from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
 from swizzleperf.untrusted import source_text
@@ -294,7 +294,7 @@ def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, devic
         step = "make_outputs"
         outputs = kernel.fn("make_outputs")(size, device)
         for t in outputs.values():
-            _poison(t)
+            describe.poison(t)
         step = "launch"
         kernel.fn("launch")(inputs, outputs, size, num_xcds)
         if device != "cpu":
@@ -326,7 +326,7 @@ def _expected(kernel: KernelFile, original: KernelFile, pristine: dict, size: di
     inputs = {name: _clone(t) for name, t in pristine.items()}
     outputs = original.fn("make_outputs")(size, device)
     for t in outputs.values():
-        _poison(t)
+        describe.poison(t)
     original.fn("launch")(inputs, outputs, size, num_xcds)
     if device != "cpu":
         torch.cuda.synchronize()
@@ -338,22 +338,11 @@ def _clone(t):
     return describe.copy_with_layout(t, describe.span(t))
 
 
-def _poison(t) -> None:
-    """Fill an output with values no kernel computes, so unwritten elements show up as mismatches."""
-    if t.is_floating_point() or t.is_complex():
-        t.fill_(float("nan"))
-    elif t.dtype != torch.bool:
-        t.fill_(torch.iinfo(t.dtype).min)
-
-
 def _changed_elements(now, before) -> int:
     """Elements whose bits differ (so a NaN left in place is unchanged, and -0.0 != 0.0)."""
     if now.shape != before.shape or now.dtype != before.dtype:
         return max(now.numel(), 1)
-    if now.dtype == torch.bool or now.element_size() == 1:
-        return int((now != before).sum())
-    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[now.element_size()]
-    return int((now.contiguous().view(bits) != before.contiguous().view(bits)).sum())
+    return int((describe.bits(now) != describe.bits(before)).sum())
 
 
 def compare(name: str, out, ref, atol: float, rtol: float, against: str = REFERENCE) -> OutputCheck:

@@ -58,11 +58,16 @@ def _constant_text(value) -> str | None:
         return f'float("{value}")'
     if type(value) in (bool, int, float, str, type(None)):
         return repr(value)
-    if type(value).__name__ == "dtype" and type(value).__module__.startswith("triton"):
-        import triton.language as tl
-        name = next((n for n in dir(tl) if not n.startswith("_") and getattr(tl, n) is value), None)
-        return f"tl.{name}" if name else None
-    return None
+    name = language_name(value)
+    return f"tl.{name}" if name else None
+
+
+def language_name(value) -> str | None:
+    """The name triton.language gives a triton dtype (`float16` for tl.float16), else None."""
+    if type(value).__name__ != "dtype" or not type(value).__module__.startswith("triton"):
+        return None
+    import triton.language as tl
+    return next((n for n in dir(tl) if not n.startswith("_") and getattr(tl, n) is value), None)
 
 
 def _library_import(name: str, value) -> str | None:

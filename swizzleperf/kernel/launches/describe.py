@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from swizzleperf.kernel.launches import closure
+
 _SCALARS = (bool, int, float, str, type(None))
 
 
@@ -67,8 +69,8 @@ def param(name: str, value, before, constexpr: bool, max_values: int) -> dict:
         out = tensor(value, before, max_values)
     elif type(value) in _SCALARS:
         out = scalar(value)
-    elif type(value).__name__ == "dtype" and hasattr(value, "name"):  # a triton dtype passed as a constexpr
-        out = {"kind": "triton_dtype", "value": str(value.name)}
+    elif (name_in_tl := closure.language_name(value)) is not None:  # a triton dtype passed as a constexpr
+        out = {"kind": "triton_dtype", "value": name_in_tl}
     elif type(value).__module__ == "torch" and type(value).__name__ == "dtype":
         out = {"kind": "torch_dtype", "value": str(value).removeprefix("torch.")}
     else:
@@ -82,7 +84,7 @@ def bits(t):
     c = t.detach().contiguous()
     if c.dtype == torch.bool or c.element_size() == 1:
         return c.view(torch.uint8) if c.dtype == torch.bool else c
-    return c.view({2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}[c.element_size()])
+    return c.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[c.element_size()])
 
 
 def same_bits(a, b) -> bool:

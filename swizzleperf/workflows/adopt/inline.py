@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from swizzleperf.kernel.contract import _is_triton_jit
 from swizzleperf.workflows.adopt.scan import language_aliases, tl_call
 from swizzleperf.workflows.adopt.text import Edit, Source, apply
 
@@ -22,10 +23,6 @@ from swizzleperf.workflows.adopt.text import Edit, Source, apply
 class Inlined:
     text: str
     helpers: list[str] = field(default_factory=list)  # the helpers inlined, in call order
-
-
-def _is_jit(fn: ast.FunctionDef) -> bool:
-    return any("jit" in ast.unparse(d) for d in fn.decorator_list)
 
 
 def _body(fn: ast.FunctionDef) -> list[ast.stmt]:
@@ -102,7 +99,7 @@ def inline_pid_helpers(text: str, kernel_name: str) -> Inlined:
     """Inline the helper calls on the kernel's program-id path (statements `x = helper(...)`)."""
     tree = ast.parse(text)
     aliases = language_aliases(tree)
-    helpers = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef) and _is_jit(f) and _inlinable(f)}
+    helpers = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef) and any(_is_triton_jit(d) for d in f.decorator_list) and _inlinable(f)}
     kernel = next((f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == kernel_name), None)
     if kernel is None:
         return Inlined(text)

@@ -14,7 +14,6 @@ from swizzleperf.errors import SwizzlePerfError
 from swizzleperf.kernel.contract import _is_triton_jit
 from swizzleperf.workflows.adopt.text import Source
 
-
 LANGUAGE = frozenset({"tl", "triton.language", "language"})
 
 

@@ -36,17 +36,12 @@ def _tensor_spec(p: TensorParam) -> dict:
 
 def _value_text(p) -> str:
     if p.kind == "triton_dtype":
-        return f"tl.{_TRITON_DTYPES.get(p.value, p.value)}"
+        return f"tl.{p.value}"
     if p.kind == "torch_dtype":
         return f"torch.{p.value}"
     if p.kind == "float" and isinstance(p.value, str):
         return f'float("{p.value}")'
     return repr(p.value)
-
-
-_TRITON_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "i8": "int8",
-                  "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "i1": "int1",
-                  "fp8e4nv": "float8e4nv", "fp8e5": "float8e5"}
 
 
 def _launch_text(record: LaunchRecord) -> str:

@@ -141,8 +141,7 @@ def write_kernel_file(records: list[LaunchRecord], out: Path, command: str) -> W
     constants = {k: v for k, v in _constants(records).items() if k in found.constexprs()}
     hook = plan_hook(found, constants)
     if inlined.helpers:
-        hook.how += (f"; the kernel's own program-id mapping ({', '.join(inlined.helpers)}) is inlined and "
-                     f"wrapped by the hook, so its identity is the kernel's current order")
+        hook.how += f"; the kernel's own program-id mapping ({', '.join(inlined.helpers)}) is inlined and wrapped"
     if own:
         hook.how += "; its own NUM_XCDS is KERNEL_NUM_XCDS, pinned at the launch's value"
     grid_values = _grid_values(records, hook)

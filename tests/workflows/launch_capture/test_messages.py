@@ -4,7 +4,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from swizzleperf.cli.main import main
 from swizzleperf.workflows.adopt.inline import inline_pid_helpers
@@ -98,3 +97,10 @@ def test_program_id_helpers_are_inlined_on_the_pid_path_only():
             per = pid_m * n
             tl.store(x_ptr + per + pid_n, 1.0)
     ''')
+
+
+def test_an_existing_output_is_refused_before_the_command_runs(tmp_path, monkeypatch, capsys):
+    (tmp_path / "k.py").write_text("mine\n")
+    line, out = _capture(tmp_path, monkeypatch, capsys, "--", "python", "-c", "raise SystemExit(9)")
+    assert line == f"error: {out} already exists; pass --force to replace it, or -o to write elsewhere"
+    assert out.read_text() == "mine\n"
