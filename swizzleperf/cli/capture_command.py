@@ -37,7 +37,7 @@ def capture_command(
     from swizzleperf.workflows.launch_capture import kernel_file, select
     if output is not None and output.exists() and not force:
         raise CaptureError(f"{output} already exists; pass --force to replace it, or -o to write elsewhere")
-    settings = _settings(kernel, config, hw_name)
+    settings = capture_settings(kernel, config, hw_name)
     text = shlex.join(command)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
         captured = _run(command, Path(tmp), settings, text)
@@ -55,7 +55,7 @@ def capture_command(
         raise CaptureError(f"{out} already exists; pass --force to replace it, or -o to write elsewhere")
     written = kernel_file.write_kernel_file(chosen, out, text)
     records_path = out.with_suffix(".launches.json")
-    select.write_records(chosen, records_path)
+    select.write_records(chosen, command, Path.cwd(), records_path)
     say = lambda line: console.print(line, highlight=False)  # noqa: E731
     say(f"[green]✓[/] wrote {escape(str(out))} from {len(chosen)} launch{'es' * (len(chosen) > 1)} of {escape(name)} "
         f"(sizes: {escape(', '.join(written.sizes))}); the launches: {escape(str(records_path))}")
@@ -65,14 +65,16 @@ def capture_command(
     say(f"next: swizzleperf check {escape(str(out))}")
 
 
-def _settings(kernel: Optional[str], config: int, hw_name: Optional[str]):
+def capture_settings(kernel: Optional[str], config: int, hw_name: Optional[str], record: bool = True):
+    """What the child needs: the kernel to record, the CPU config, the SM count the stand-ins report."""
     import torch
 
     from swizzleperf.hardware.select import resolve as resolve_hardware
     from swizzleperf.workflows.launch_capture.session import CaptureSettings
     spec, _ = resolve_hardware(hw_name)
     return CaptureSettings(kernel=kernel.split("@")[0] if kernel else None, config=config,
-                           sm_count=spec.num_domains * spec.cus_per_domain, gpu=torch.cuda.is_available())
+                           sm_count=spec.num_domains * spec.cus_per_domain, gpu=torch.cuda.is_available(),
+                           record=record)
 
 
 def _run(command: list[str], folder: Path, settings, text: str):

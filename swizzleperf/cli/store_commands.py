@@ -11,7 +11,6 @@ from rich.syntax import Syntax
 
 from swizzleperf.cli.app import (
     HardwareOpt,
-    KernelArg,
     LibraryOpt,
     ProfilerOpt,
     RunsDirOpt,
@@ -134,8 +133,15 @@ def library_show(name: str, library: Optional[Path] = LibraryOpt) -> None:
 
 
 @app.command()
-def apply(name: str = typer.Argument(..., help="library entry"),
-          kernel_path: str = KernelArg,
+def apply(name: str = typer.Argument(..., help="library entry (with --to: a run, or a library entry)"),
+          kernel_path: Optional[str] = typer.Argument(None, metavar="[KERNEL]", help="a kernel file, or a name "
+                                                      "under kernels/ (not with --to)"),
+          to: Optional[Path] = typer.Option(None, "--to", help="write the remap into this original module, at its "
+                                            "kernel's program-id site (a diff; --write applies it and re-runs the "
+                                            "captured command)"),
+          kernel_name: Optional[str] = typer.Option(None, "--kernel", help="with --to: the kernel to patch "
+                                                    "(default: the one the run captured)"),
+          runs_dir: Path = RunsDirOpt,
           library: Optional[Path] = LibraryOpt,
           hw_name: Optional[str] = HardwareOpt,
           size: Optional[str] = typer.Option(None, "--size", help="named size to profile (default: the kernel's)"),
@@ -143,7 +149,13 @@ def apply(name: str = typer.Argument(..., help="library entry"),
           out: Optional[Path] = typer.Option(None, "--out", help="where to write the patched copy "
                                                                  "(default runs/applied/KERNEL-NAME.py)"),
           write: bool = typer.Option(False, "--write", help="write the remap into KERNEL itself")) -> None:
-    """Put a library remap into a kernel's hook, validate and profile it, compare with the kernel's own."""
+    """Put a library remap into a kernel's hook, validate and profile it, compare with the kernel's own;
+    or, with --to, write a run's best remap (or a library entry) into your original module."""
+    if to is not None:
+        from swizzleperf.cli.write_back_command import run_write_back
+        raise typer.Exit(run_write_back(name, to, kernel_name, runs_dir, library, write, console))
+    if kernel_path is None:
+        raise typer.BadParameter("give the KERNEL to apply the entry to (or --to MODULE)")
     from swizzleperf.profilers.select import select_profiler
     from swizzleperf.remaps.library import Library
     from swizzleperf.workflows.apply import apply_entry, write_patched

@@ -25,6 +25,7 @@ SETTINGS: dict = {
     "sm_count": 132,  # what the stand-in driver reports (the target preset's)
     "max_values": 65536,  # integer tensors up to this many elements keep their values in the record
     "max_per_kernel": 16,  # distinct launches recorded per kernel
+    "record": True,  # False: stand-ins only (a re-run of a captured command)
 }
 
 

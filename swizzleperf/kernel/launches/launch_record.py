@@ -210,9 +210,14 @@ def read(path: Path) -> LaunchRecord:
         raise CaptureError(f"cannot read the launch record {path}: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CaptureError(f"{path} is not a JSON launch record: {exc}") from None
+    return parse(data, str(path))
+
+
+def parse(data, what: str) -> LaunchRecord:
+    """A launch record from parsed JSON, or CaptureError naming `what` and the first bad field."""
     try:
         return LaunchRecord.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err["loc"] if isinstance(x, int) or str(x).isidentifier())
-        raise CaptureError(f"{path} is not a launch record swizzleperf can use: {where}: {err['msg']}") from None
+        raise CaptureError(f"{what} is not a launch record swizzleperf can use: {where}: {err['msg']}") from None

@@ -76,7 +76,7 @@ def _signature(python_fn, grid: list[int], named: dict) -> tuple:
 
 
 def _wanted(python_fn, settings: dict) -> bool:
-    return settings["kernel"] in (None, python_fn.__name__)
+    return settings["record"] and settings["kernel"] in (None, python_fn.__name__)
 
 
 def record_launch(python_fn, launcher: str, named: dict, options: dict, grid, launch, settings: dict):

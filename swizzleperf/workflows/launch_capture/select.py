@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from swizzleperf.errors import CaptureError
+from swizzleperf.kernel.launches import launch_record
 from swizzleperf.kernel.launches.launch_record import LaunchRecord
 from swizzleperf.workflows.launch_capture.session import by_kernel
 
@@ -43,6 +44,23 @@ def choose(records: list[LaunchRecord], kernel: str | None, launch: int | None) 
     return kernel, chosen
 
 
-def write_records(records: list[LaunchRecord], path: Path) -> None:
-    """The chosen launches as readable JSON beside the kernel file."""
-    path.write_text(json.dumps([r.model_dump(mode="json") for r in records], indent=1) + "\n")
+def write_records(records: list[LaunchRecord], command: list[str], cwd: Path, path: Path) -> None:
+    """The chosen launches, and the command that made them, as readable JSON beside the kernel file."""
+    data = {"command": command, "cwd": str(cwd), "launches": [r.model_dump(mode="json") for r in records]}
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def read_records(path: Path) -> tuple[list[str], Path, list[LaunchRecord]]:
+    """The command, its working directory and the launches of a `.launches.json` (untrusted: each checked)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CaptureError(f"cannot read {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CaptureError(f"{path} is not JSON: {exc}") from None
+    if not (isinstance(data, dict) and isinstance(data.get("command"), list) and data["command"]
+            and all(isinstance(a, str) for a in data["command"]) and isinstance(data.get("cwd"), str)
+            and isinstance(data.get("launches"), list) and data["launches"]):
+        raise CaptureError(f"{path} is not a launches file (a command, its cwd and a list of launches)")
+    records = [launch_record.parse(item, f"{path} launch {i}") for i, item in enumerate(data["launches"])]
+    return data["command"], Path(data["cwd"]), records

@@ -47,6 +47,7 @@ class CaptureSettings:
     config: int = 0
     sm_count: int = 132
     gpu: bool = False
+    record: bool = True  # False: only the stand-ins (a re-run of the command, not a capture)
 
 
 def executable(command: list[str]) -> list[str]:
@@ -64,7 +65,8 @@ def _environment(folder: Path, settings: CaptureSettings) -> dict[str, str]:
     env = dict(os.environ)
     env[journal.DIR_ENV] = str(folder)
     env[instrument.SETTINGS_ENV] = json.dumps({"kernel": settings.kernel, "config": settings.config,
-                                               "stand_in": not settings.gpu, "sm_count": settings.sm_count})
+                                               "stand_in": not settings.gpu, "sm_count": settings.sm_count,
+                                               "record": settings.record})
     package_root = str(Path(swizzleperf.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOTSTRAP), package_root, env.get("PYTHONPATH")) if p)
     if not settings.gpu:
@@ -73,15 +75,15 @@ def _environment(folder: Path, settings: CaptureSettings) -> dict[str, str]:
 
 
 def run_command(command: list[str], folder: Path, settings: CaptureSettings,
-                on_progress: Callable[[int, float], None] | None = None) -> Captured:
-    """Run `command` with the recorder; the records land in `folder` (which must exist)."""
+                on_progress: Callable[[int, float], None] | None = None, cwd: Path | None = None) -> Captured:
+    """Run `command` (in `cwd`, default here) with the recorder; the records land in `folder` (which must exist)."""
     argv = executable(command)
     log = folder / "command.log"
     started = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:
         try:
             proc = subprocess.Popen(argv, env=_environment(folder, settings), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, cwd=cwd)
         except OSError as exc:
             raise CaptureError(f"cannot run {argv[0]}: {exc.strerror}") from None
         while proc.poll() is None:
