@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import Progress, TaskID
 
 from swizzleperf.cli.render import attempts_table, capture_progress, progress_bar
+from swizzleperf.loop.artifacts import size_advice_for
 from swizzleperf.loop.driver import Observer
 from swizzleperf.loop.executors import Candidate, make_executor
 from swizzleperf.loop.history import History, within_noise
@@ -71,7 +72,7 @@ def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:
         try:
             with progress:
                 drive(opened, executor, history, ConsoleObserver(console, progress), lambda: bool(ctrl_c.pressed))
-            _summarise(console, run, history)
+            _summarise(console, run, history, opened.kernel)
         except KeyboardInterrupt:  # the second Ctrl-C: what is on disk is every finished attempt
             rec.status, rec.status_detail = "interrupted", "stopped at once by a second Ctrl-C"
             run.save()
@@ -98,6 +99,9 @@ def _announce(console: Console, opened: OpenedRun) -> None:
     console.print(f"[bold]swizzleperf optimize[/] {opened.kernel.path.name} (size {rec.size}) on {rec.hardware.name} "
                   f"({opened.hardware_reason})\n  profiler {opened.profiler.name} ({opened.profiler_reason}); "
                   f"proposer {opened.proposer.name}; run {opened.run.path}")
+    advice, _ = size_advice_for(opened.kernel, rec.size, rec.hardware)
+    if advice:
+        console.print(f"  [yellow]{advice}[/]", highlight=False)
 
 
 class _CtrlC:
@@ -123,8 +127,9 @@ class _CtrlC:
         self.console.print("[yellow]stopping after the current attempt (Ctrl-C again to stop at once)[/]")
 
 
-def _summarise(console: Console, run: RunDir, history: History) -> None:
+def _summarise(console: Console, run: RunDir, history: History, kernel) -> None:
     rec = run.record
+    advice, _ = size_advice_for(kernel, rec.size, rec.hardware)
     console.print(attempts_table(history, f"{rec.kernel.name} (size {rec.size}) on {rec.hardware.name}: "
                                           f"{len(history)} attempts ({rec.status_detail})"))
     best, baseline = history.best(), history.baseline()
@@ -138,6 +143,8 @@ def _summarise(console: Console, run: RunDir, history: History) -> None:
             highlight=False)
         if (noise := within_noise(best, baseline)) is not None:
             console.print(f"[yellow]{noise}[/]", highlight=False)
+    if advice:
+        console.print(f"[yellow]{advice}[/]", highlight=False)
     if best and baseline and best.report and baseline.report and best.report.timing and baseline.report.timing:
         from swizzleperf.profilers.timer import speedup
         ratio, low, high = speedup(baseline.report.timing, best.report.timing)

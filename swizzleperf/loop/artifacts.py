@@ -8,12 +8,14 @@ bound's assignment: an array not on disk, lent by the profiler that found it (wi
 from __future__ import annotations
 
 import ast
+import math
 import textwrap
 
 import numpy as np
 
 from swizzleperf.hardware.dispatch import slot_domains
 from swizzleperf.hardware.spec import hook_constants
+from swizzleperf.hardware.waves import cannot_matter, size_advice
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.loop import plots
 from swizzleperf.loop.history import History, slower_reason, within_noise
@@ -119,7 +121,18 @@ def _row(a: Attempt, baseline: Attempt | None) -> str:
     return f"| {a.iteration} | {a.origin} | `{a.family}` | {hit} | {a.seconds:.1f} | {verdict} |"
 
 
-def write_report(run: RunDir, history: History, pictures: list[str], grouping: str | None = None) -> None:
+def size_advice_for(kernel: KernelFile, size: str, hw) -> tuple[str | None, bool]:
+    """The sentence on whether `size` is large enough for a remap to matter on `hw`, and whether it cannot
+    matter at all (then no gap to the ceiling is headroom). Persistent kernels launch a fixed number of
+    programs whatever the size: not judged."""
+    if kernel.persistent:
+        return None, False
+    programs = {name: math.prod(kernel.grid(name)) for name in kernel.sizes}
+    return size_advice(size, programs, hw), cannot_matter(programs[size], hw) is not None
+
+
+def write_report(run: RunDir, history: History, pictures: list[str], grouping: str | None = None,
+                 advice: tuple[str | None, bool] = (None, False)) -> None:
     rec = run.record
     best = history.best()
     baseline = history.baseline()
@@ -131,7 +144,7 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
            f"- proposer: {rec.proposer}, seed {rec.seed}; status: {rec.status} ({rec.status_detail})",
            f"- ranking: {rec.ranking_rule}", ""]
     if baseline and baseline.report and best and best.report:
-        out += _best_against_baseline(rec, best, baseline, grouping)
+        out += _best_against_baseline(rec, best, baseline, grouping, advice)
     if rec.usage.calls:
         out += [f"LLM usage: {rec.usage.calls} calls, {rec.usage.prompt_tokens} prompt + "
                 f"{rec.usage.completion_tokens} completion tokens" +
@@ -146,13 +159,16 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
     (run.path / "report.md").write_text("\n".join(out) + "\n")
 
 
-def _best_against_baseline(rec, best, baseline, grouping: str | None) -> list[str]:
+def _best_against_baseline(rec, best, baseline, grouping: str | None, advice: tuple[str | None, bool]) -> list[str]:
     """report.md's summary of the best attempt: its gain, bounds, proof, grouping, time and per-die table."""
+    sentence, cannot = advice
     out = [f"**Best: `{best.family}` (iteration {best.iteration}) — {best.report.metric_name} {best.report.hit_pct:.2f}% vs "
            f"baseline {baseline.report.hit_pct:.2f}%, {ceiling_text(rec.ceiling_pct)}** "
            f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points"
            + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
-              is not None else ")."), ""]
+              is not None and not cannot else ")."), ""]
+    if sentence:
+        out += [f"{sentence[0].upper()}{sentence[1:]}.", ""]
     if (noise := within_noise(best, baseline)) is not None:
         out += [f"The gain: {noise}.", ""]
     out += [f"Bounds: {bounds_text(best.report)}.", ""]
@@ -190,4 +206,5 @@ def write_all(run: RunDir, kernel: KernelFile, history: History, achievable: np.
             best_ids = logical_ids(kernel.remap_of(best.source), kernel.hook, grid,
                                    hook_constants(kernel, run.record.hardware))
             grouping = grouping_sentence(best_ids, grid, run.record.hardware)
-    write_report(run, history, write_pictures(run, kernel, history, best, best_ids, achievable), grouping)
+    write_report(run, history, write_pictures(run, kernel, history, best, best_ids, achievable), grouping,
+                 size_advice_for(kernel, run.record.size, run.record.hardware))

@@ -40,11 +40,11 @@ def _attempt(iteration: int, source: str, hits: int) -> Attempt:
                    report=report, started_at=datetime.now(timezone.utc), seconds=0.0)
 
 
-def _run(tmp_path: Path, softmax, best_hits: int) -> RunDir:
+def _run(tmp_path: Path, softmax, best_hits: int, hardware=MI300X) -> RunDir:
     run = RunDir.create(tmp_path, dict(
         kernel=KernelRef(path=str(softmax.path), name="softmax", sha256=softmax.sha256), size="tiny",
-        hardware=MI300X, hardware_reason="test", profiler="sim", profiler_reason="test", proposer="search", seed=0,
-        iterations=1, patience=1, ranking_rule=RANKING_RULE))
+        hardware=hardware, hardware_reason="test", profiler="sim", profiler_reason="test", proposer="search", seed=0,
+        iterations=1, patience=1, ranking_rule=RANKING_RULE, ceiling_pct=90.0))
     history = History([_attempt(0, softmax.hook_source, 200), _attempt(1, REVERSED, best_hits)])
     artifacts.write_all(run, softmax, history, achievable=PARTITION)
     return run
@@ -69,6 +69,21 @@ def test_a_remap_at_the_bound_gets_neither(tmp_path, softmax):
     report = (run.path / "report.md").read_text()
     assert "The best remap already reaches the achievable bound." in report
     assert "assignment puts" not in report
+
+
+def test_a_size_below_two_waves_says_so_and_names_a_larger_size(tmp_path, softmax):
+    report = (_run(tmp_path, softmax, best_hits=300).path / "report.md").read_text()
+    assert "points of headroom left" in report
+    assert ("Size tiny: 15 programs are fewer than two waves of mi300x (1216): a remap can choose each program's "
+            "die, hardly when it runs; size medium (16384 programs) is large enough.") in report
+
+
+def test_a_size_where_no_remap_can_matter_claims_no_headroom(tmp_path, softmax):
+    sixteen_dies = MI300X.model_copy(update={"num_domains": 16})
+    report = (_run(tmp_path, softmax, best_hits=300, hardware=sixteen_dies).path / "report.md").read_text()
+    assert "headroom" not in report
+    assert "Size tiny: 15 programs on 16 dies: each die runs at most one, so no remap can change which programs " \
+           "share an L2" in report
 
 
 def test_the_partition_panel_is_drawn_at_full_colour_from_logical_to_die():
