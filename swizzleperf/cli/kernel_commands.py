@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Optional
@@ -70,7 +71,10 @@ def check(kernel_path: str = KernelArg,
           size: Optional[str] = typer.Option(None, "--size", help="check correctness at this size only (default: "
                                                                   "CHECK_SIZES on the CPU, every size on a GPU)"),
           seed: Optional[int] = typer.Option(None, "--seed", help="check correctness with this seed only "
-                                                                  "(default: seeds 0 .. --seeds - 1)")) -> None:
+                                                                  "(default: seeds 0 .. --seeds - 1)"),
+          fp32: bool = typer.Option(False, "--fp32", help="on the CPU, run every float tensor as float32 (a "
+                                    "dtype-generic kernel whose half-precision tl.dot the interpreter gets wrong)"))\
+        -> None:
     """Check a kernel against the contract and a remap (static, bijectivity, correctness).
 
     Exit status: 0 the remap passed every check; 1 it was rejected (the line says at which stage and
@@ -81,6 +85,8 @@ def check(kernel_path: str = KernelArg,
     from swizzleperf.records.proposal import Proposal
 
     kernel = load_kernel(find_kernel(kernel_path))
+    if fp32:
+        kernel = dataclasses.replace(kernel, cpu_float32=True)
     spec, why = resolve_hardware(hw_name)
     console.print(f"[green]✓[/] contract: {kernel.path.name} hook [bold]{kernel.hook.render()}[/], "
                   f"sizes {', '.join(kernel.sizes)} (default {kernel.default_size})")
@@ -102,6 +108,15 @@ def check(kernel_path: str = KernelArg,
     _print_check(attempt, kernel, spec, own_remap=remap is None)
 
 
+def _interpreter_limit(attempt, kernel: KernelFile) -> str | None:
+    """Why a kernel that fails with its own remap on the CPU may well be fine on a GPU, or None."""
+    from swizzleperf.kernel import interpreter_limits
+    from swizzleperf.validation.correctness import default_device
+    detail = next((s.detail for s in attempt.stages if s.stage == attempt.failure.stage), "")
+    return interpreter_limits.own_failure(detail, kernel.source, kernel.path.name, kernel.cpu_float32) \
+        if default_device() == "cpu" else None
+
+
 def _print_check(attempt, kernel: KernelFile, spec: HardwareSpec, own_remap: bool) -> None:
     """Each stage on a line, then the verdict; exits 1 for a rejected remap, 2 for what could not be checked
     or a kernel that fails with its own remap."""
@@ -116,8 +131,12 @@ def _print_check(attempt, kernel: KernelFile, spec: HardwareSpec, own_remap: boo
                       "kernel file")
         raise typer.Exit(2)
     if attempt.failure is not None and own_remap:
-        console.print(f"[red]BROKEN KERNEL[/] at {attempt.failure.stage}: the kernel fails with its own remap; fix "
-                      f"the kernel file")
+        limit = _interpreter_limit(attempt, kernel)
+        if limit:
+            console.print(f"[yellow]INTERPRETER LIMIT[/] at {attempt.failure.stage}: {escape(limit)}", soft_wrap=True)
+        else:
+            console.print(f"[red]BROKEN KERNEL[/] at {attempt.failure.stage}: the kernel fails with its own remap; "
+                          f"fix the kernel file")
         raise typer.Exit(2)
     if attempt.failure is not None:
         console.print(f"[red]REJECTED[/] at {attempt.failure.stage}")

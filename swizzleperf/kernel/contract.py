@@ -42,6 +42,9 @@ PERSISTENT = False                           # optional: True when launch() star
                                              # that loop over the hook's grid, calling the hook per tile
 LOOP_ORDER_HOOK = "kv_order"                 # optional: a second hook, (step, n_steps, local_tile, NUM_XCDS)
                                              # -> block, a permutation of [0, n_steps) (persistent kernels)
+CPU_CHECK_FLOAT32 = True                     # optional: the CPU check runs every float tensor as float32 (a
+                                             # dtype-generic kernel whose half-precision tl.dot the interpreter
+                                             # gets wrong)
 
 def grid(size) -> tuple[int, ...]:           # values of the hook's grid parameters
 def make_inputs(size, seed, device) -> dict[str, Tensor]
@@ -127,6 +130,7 @@ class KernelFile:
     persistent: bool = False  # PERSISTENT: resident programs loop over the tiles; the remap changes each one's work
     loop_order: LoopOrderSignature | None = None  # LOOP_ORDER_HOOK's signature, when the kernel declares one
     loop_order_lines: tuple[int, int] | None = None
+    cpu_float32: bool = False  # CPU_CHECK_FLOAT32: the CPU check runs every float tensor as float32
 
     @property
     def name(self) -> str:
@@ -323,10 +327,10 @@ def _checked_declarations(path: Path, module, has_reference: bool) -> tuple[dict
     if occupancy is not None and (type(occupancy) is not int or occupancy < 1):
         raise _contract_error(path, f"PROGRAMS_PER_CU must be a positive integer, got {occupancy!r}")
 
-    persistent = getattr(module, "PERSISTENT", False)
-    if type(persistent) is not bool:
-        raise _contract_error(path, f"PERSISTENT must be True or False, got {persistent!r}")
-    return sizes, tol, occupancy, persistent
+    for flag in ("PERSISTENT", "CPU_CHECK_FLOAT32"):
+        if type(getattr(module, flag, False)) is not bool:
+            raise _contract_error(path, f"{flag} must be True or False, got {getattr(module, flag)!r}")
+    return sizes, tol, occupancy, getattr(module, "PERSISTENT", False)
 
 
 def load_kernel(path: str | Path) -> KernelFile:
@@ -355,7 +359,8 @@ def load_kernel(path: str | Path) -> KernelFile:
                         default_size=module.DEFAULT_SIZE, check_sizes=tuple(module.CHECK_SIZES),
                         tolerance={"atol": float(tol.get("atol", 0.0)), "rtol": float(tol.get("rtol", 0.0))},
                         programs_per_cu=occupancy, has_reference=has_reference, persistent=persistent,
-                        loop_order=loop_order, loop_order_lines=loop_lines)
+                        loop_order=loop_order, loop_order_lines=loop_lines,
+                        cpu_float32=getattr(module, "CPU_CHECK_FLOAT32", False))
     for name in sizes:
         kernel.grid(name)  # raises a ContractError naming the size if grid() disagrees with the hook
     return kernel

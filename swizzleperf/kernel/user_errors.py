@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from swizzleperf.errors import ContractError
+from swizzleperf.kernel import interpreter_limits
 
 # (substring of the root exception's message, the fix): quirks of Triton's CPU interpreter and of
 # kernel files written for a GPU
@@ -101,9 +102,24 @@ def hint(exc: BaseException) -> str:
     return next((f"; hint: {fix}" for needle, fix in HINTS if needle in message), "")
 
 
+def limit_hint(message: str, path: Path, files: FileMap | None = None) -> str:
+    """'; this is a limit of Triton's CPU interpreter ...' when the kernel file uses what explains `message`."""
+    try:
+        source = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    found = interpreter_limits.explain_failure(message, source)
+    if found is None:
+        return ""
+    lim, line = found
+    where = (files or FileMap(shown_path(path))).describe(line) if line else ""
+    return f"; {interpreter_limits.sentence(lim, where)}"
+
+
 def describe(step: str, exc: BaseException, run_path: Path, files: FileMap) -> str:
     """'STEP raised EXC at FILE:LINE (`text`); hint: ...' in one line."""
-    return f"{step} raised {exception_text(exc)}{where(exc, run_path, files)}{hint(exc)}"
+    text = exception_text(exc)
+    return f"{step} raised {text}{where(exc, run_path, files)}{hint(exc) or limit_hint(text, run_path, files)}"
 
 
 def size_hint(exc: BaseException, run_path: Path, size_name: str, size: dict) -> str:

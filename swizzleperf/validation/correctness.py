@@ -109,6 +109,7 @@ class CorrectnessReport(BaseModel):
     failure: str | None = Field(None, description="the first failure, in a sentence; None when all passed")
     seconds: float
     against: str = Field(REFERENCE, description="what the outputs were compared with")
+    float32: bool = Field(False, description="every float tensor ran as float32 (CPU_CHECK_FLOAT32 on the CPU)")
 
     @property
     def ok(self) -> bool:
@@ -120,7 +121,8 @@ class CorrectnessReport(BaseModel):
         if self.failure is not None:
             return self.failure
         return (f"matches {self.against} on {len(self.cases)} case(s): sizes {', '.join(self.sizes)} x seeds "
-                f"{', '.join(map(str, self.seeds))} on {self.device} ({self.num_xcds} XCDs)")
+                f"{', '.join(map(str, self.seeds))} on {self.device}{', float tensors as float32' * self.float32} "
+                f"({self.num_xcds} XCDs)")
 
     def raise_if_failed(self) -> None:
         if self.failure is not None:
@@ -128,13 +130,14 @@ class CorrectnessReport(BaseModel):
 
     @classmethod
     def from_cases(cls, kernel: KernelFile, cases: list[CaseResult], *, device: str, num_xcds: int, sizes: list[str],
-                   seeds: list[int], seconds: float, failure: str | None = None) -> CorrectnessReport:
+                   seeds: list[int], seconds: float, failure: str | None = None,
+                   float32: bool = False) -> CorrectnessReport:
         """The report of the cases that ran; failure: why none ran, else the first failing case's reason."""
         atol, rtol = kernel.tolerance["atol"], kernel.tolerance["rtol"]
         failure = failure or next((c.reason(atol, rtol) for c in cases if not c.ok), None)
         return cls(kernel=kernel.name, device=device, num_xcds=num_xcds, sizes=sizes, seeds=seeds,
                    tolerance=kernel.tolerance, cases=cases, failure=failure, seconds=seconds,
-                   against=REFERENCE if kernel.has_reference else ORIGINAL)
+                   against=REFERENCE if kernel.has_reference else ORIGINAL, float32=float32)
 
 
 def default_device() -> str:
@@ -163,7 +166,8 @@ def check_correctness(kernel: KernelFile, remap_source: str, sizes: list[str] | 
     """
     device = device or default_device()
     sizes = sizes_to_check(kernel, sizes, device)
-    settings = dict(device=device, num_xcds=int(num_xcds), sizes=sizes, seeds=[int(s) for s in seeds])
+    settings = dict(device=device, num_xcds=int(num_xcds), sizes=sizes, seeds=[int(s) for s in seeds],
+                    float32=device == "cpu" and kernel.cpu_float32)
     t0 = time.perf_counter()
 
     def failed(reason: str) -> CorrectnessReport:
@@ -269,30 +273,31 @@ def check_cases_child(payload: dict, workdir: Path) -> dict:
     except SwizzlePerfError as exc:
         return {"setup_error": str(exc).split("\n\nExpected shape:")[0], "cases": []}
     cases = run_cases(kernel, payload["sizes"], payload["seeds"], payload["num_xcds"], payload["device"], original,
-                      FileMap(**payload["files"]))
+                      FileMap(**payload["files"]), payload["float32"])
     return {"cases": [c.model_dump(mode="json") for c in cases]}
 
 
 def run_cases(kernel: KernelFile, sizes: list[str], seeds: list[int], num_xcds: int, device: str,
-              original: KernelFile | None = None, files: FileMap | None = None) -> list[CaseResult]:
+              original: KernelFile | None = None, files: FileMap | None = None, float32: bool = False) -> list[CaseResult]:
     """Every (size, seed) case, in this process: only for a kernel already loaded as the child does.
     `original`: the kernel with its own hook, the reference of a kernel file without reference();
     `files`: how the lines of `kernel`'s file map to the user's (errors name the user's lines)."""
     files = files or FileMap(user_errors.shown_path(kernel.path))
-    return [run_case(kernel, size, seed, num_xcds, device, original, files) for size in sizes for seed in seeds]
+    return [run_case(kernel, size, seed, num_xcds, device, original, files, float32)
+            for size in sizes for seed in seeds]
 
 
 def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, device: str,
-             original: KernelFile | None, files: FileMap) -> CaseResult:
+             original: KernelFile | None, files: FileMap, float32: bool = False) -> CaseResult:
     """One launch on fresh inputs and NaN-filled outputs, checked against the reference."""
     t0 = time.perf_counter()
     size = kernel.size(size_name)
     step = "make_inputs"
     try:
-        inputs = kernel.fn("make_inputs")(size, seed, device)
+        inputs = _as_float32(kernel.fn("make_inputs")(size, seed, device), float32)
         pristine = {name: _clone(t) for name, t in inputs.items()}
         step = "make_outputs"
-        outputs = kernel.fn("make_outputs")(size, device)
+        outputs = _as_float32(kernel.fn("make_outputs")(size, device), float32)
         for t in outputs.values():
             describe.poison(t)
         step = "launch"
@@ -301,7 +306,7 @@ def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, devic
             torch.cuda.synchronize()  # surfaces an asynchronous fault here, inside the case
         modified = {name: changed for name, t in inputs.items() if (changed := _changed_elements(t, pristine[name]))}
         step = "reference" if kernel.has_reference else "the original kernel (the reference)"
-        expected = _expected(kernel, original or kernel, pristine, size, num_xcds, device)
+        expected = _expected(kernel, original or kernel, pristine, size, num_xcds, device, float32)
         if set(expected) != set(outputs):
             raise ContractError(f"reference() returned {sorted(expected)} but make_outputs() made {sorted(outputs)}")
         step = "the comparison"
@@ -319,18 +324,27 @@ def run_case(kernel: KernelFile, size_name: str, seed: int, num_xcds: int, devic
                       seconds=time.perf_counter() - t0)
 
 
-def _expected(kernel: KernelFile, original: KernelFile, pristine: dict, size: dict, num_xcds: int, device: str) -> dict:
+def _expected(kernel: KernelFile, original: KernelFile, pristine: dict, size: dict, num_xcds: int, device: str,
+              float32: bool = False) -> dict:
     """reference(), or without one the original kernel's outputs on copies of the same inputs."""
     if kernel.has_reference:
         return kernel.fn("reference")(pristine, size)
     inputs = {name: _clone(t) for name, t in pristine.items()}
-    outputs = original.fn("make_outputs")(size, device)
+    outputs = _as_float32(original.fn("make_outputs")(size, device), float32)
     for t in outputs.values():
         describe.poison(t)
     original.fn("launch")(inputs, outputs, size, num_xcds)
     if device != "cpu":
         torch.cuda.synchronize()
     return outputs
+
+
+def _as_float32(tensors: dict, on: bool) -> dict:
+    """Every floating tensor as float32 with its layout (CPU_CHECK_FLOAT32); the others as they are."""
+    if not on:
+        return tensors
+    return {name: describe.copy_with_layout(t, describe.span(t), torch.float32)
+            if t.is_floating_point() and t.dtype != torch.float32 else t for name, t in tensors.items()}
 
 
 def _clone(t):

@@ -32,9 +32,10 @@ def span(t):
     return t.as_strided((extent(t) - t.storage_offset(),), (1,), t.storage_offset())
 
 
-def copy_with_layout(t, content):
-    """A new tensor with `t`'s shape, strides and offset whose storage span holds `content`."""
-    base = t.new_empty(extent(t))
+def copy_with_layout(t, content, dtype=None):
+    """A new tensor with `t`'s shape, strides and offset (and dtype, unless given) whose storage span holds
+    `content`."""
+    base = t.new_empty(extent(t), dtype=dtype or t.dtype)
     base[t.storage_offset():] = content
     return base.as_strided(t.shape, t.stride(), t.storage_offset())
 

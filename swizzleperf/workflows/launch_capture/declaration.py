@@ -100,13 +100,16 @@ def declaration(records: list[LaunchRecord], hook: HookPlan, grid_values: list[d
     sizes = {n: {"launch": i, **values} for i, (n, values) in enumerate(zip(names, grid_values))}
     default = max(zip(names, records), key=lambda nr: nr[1].programs)[0]
     tol, why = tolerance(records, sources)
+    half = {p.dtype for r in records for p in r.tensors() if p.dtype.startswith(("float16", "bfloat16", "float8"))}
+    fp32 = (f"CPU_CHECK_FLOAT32 = True  # {', '.join(sorted(half))} into tl.dot: the CPU interpreter computes it "
+            f"wrongly, so the CPU check runs in float32\n" if half and any("dot(" in s for s in sources) else "")
     grid_items = ", ".join(f'size["{p}"]' for p in hook.grid_params)
     extents = "".join(f'{p}=spec["grid"][{int(p.rsplit("_", 1)[1])}], ' for p in hook.axis_params)
     launches = "\n".join(_launch_text(r) for r in records)
     return _TEMPLATE.format(hook=hook.name, sizes=pprint.pformat(sizes, width=110, sort_dicts=False),
                             default=default, check=check_sizes(records, names), tol=tol, why=why,
                             launches=launches, grid=grid_items + ("," if len(hook.grid_params) == 1 else ""),
-                            kernel=kernel, extents=extents)
+                            kernel=kernel, extents=extents, fp32=fp32)
 
 
 _TEMPLATE = '''
@@ -115,7 +118,7 @@ SIZES = {sizes}
 DEFAULT_SIZE = "{default}"
 CHECK_SIZES = {check}
 TOLERANCE = {tol}  # {why}
-
+{fp32}
 # The recorded launches: (parameter, role, value). Tensors are rebuilt by layout from a seeded
 # generator (integer tensors from their recorded values or range); "output" tensors are the ones the
 # launch wrote, "in_place" ones it also read first.

@@ -34,7 +34,7 @@ CORPUS = [
     ("inplaceops", "_residual_add_kernel", 1, "goes through swizzle()"),
     ("inplaceops", "_add_bias_gelu_kernel", 2, "reads program id axes 0, 1"),
     ("pagedattn", None, 3, "reads program id axes 0, 1, 2"),
-    ("bf16mm", None, 1, "goes through swizzle()"),
+    ("bf16mm", None, 1, "goes through swizzle()"),  # its bf16 launches: CPU_CHECK_FLOAT32 (asserted below)
 ]
 
 
@@ -59,8 +59,10 @@ def test_captured_kernel_passes_check_and_optimize(project, kernel, ndim, how, t
     assert how in " ".join(result.output.split())
     loaded = load_kernel(out)
     assert loaded.hook.ndim == ndim
-    records = json.loads(out.with_suffix(".launches.json").read_text())
+    records = json.loads(out.with_suffix(".launches.json").read_text())["launches"]
     assert len(records) == len(loaded.sizes) >= 1
+    half = any(p.get("dtype") == "bfloat16" for r in records for p in r["params"])
+    assert loaded.cpu_float32 == half == (project == "bf16mm")
     checked = runner.invoke(app, ["check", str(out)])
     assert checked.exit_code == 0, checked.output
     assert "OK: the remap is safe to use with this kernel" in checked.output
