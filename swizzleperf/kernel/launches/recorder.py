@@ -94,7 +94,8 @@ def record_launch(python_fn, launcher: str, named: dict, options: dict, grid, la
     before = {n: describe.span(t).detach().clone() for n, t in tensors.items()}
     result = launch(named)
     _synchronize(tensors)
-    written = [n for n, t in tensors.items() if not describe.same_bits(describe.span(t), before[n])]
+    changed = {n for n, t in tensors.items() if not describe.same_bits(describe.span(t), before[n])}
+    written = [n for n in tensors if n in changed or _writes_same_bits(n, named, before, tensors, launch)]
     in_place = _reads_outputs(named, before, tensors, written, launch)
     consts = _constexprs(python_fn)
     params = [describe.param(n, v, before.get(n), n in consts, settings["max_values"]) for n, v in named.items()]
@@ -112,18 +113,40 @@ def record_launch(python_fn, launcher: str, named: dict, options: dict, grid, la
     return result
 
 
-def _reads_outputs(named, before, tensors, written, launch) -> list[str]:
-    """Outputs whose prior contents the launch reads: a probe on copies, those outputs poisoned, differs."""
-    if not written:
-        return []
+def _probe(named, before, tensors, launch, poisoned) -> dict:
+    """The launch once more, on copies of every tensor (their layouts kept), the `poisoned` ones poisoned."""
     probe = dict(named)
     for n, t in tensors.items():
         probe[n] = describe.copy_with_layout(t, before[n])
-        if n in written:
+        if n in poisoned:
             describe.poison(describe.span(probe[n]))
     with _Within(quiet=True):
         launch(probe)
     _synchronize(probe)
+    return probe
+
+
+def _writes_same_bits(name, named, before, tensors, launch) -> bool:
+    """Whether an unchanged float tensor is an output that already held this launch's result (the autotuner's
+    benchmark runs, or an earlier call, wrote it): a probe with it alone poisoned overwrites the poison.
+    Integer tensors are not probed: poisoned indices would address memory out of bounds."""
+    if not tensors[name].is_floating_point() or tensors[name].numel() == 0:
+        return False
+    probe = _probe(named, before, tensors, launch, {name})
+    return not describe.same_bits(describe.span(probe[name]), _poisoned(before[name]))
+
+
+def _poisoned(t):
+    out = t.clone()
+    describe.poison(out)
+    return out
+
+
+def _reads_outputs(named, before, tensors, written, launch) -> list[str]:
+    """Outputs whose prior contents the launch reads: a probe on copies, those outputs poisoned, differs."""
+    if not written:
+        return []
+    probe = _probe(named, before, tensors, launch, set(written))
     return [n for n in written if not describe.same_bits(describe.span(probe[n]), describe.span(tensors[n]))]
 
 
