@@ -9,15 +9,11 @@ from rich.markup import escape
 
 from swizzleperf.workflows.adopt.rewrite import AdoptError, adopt
 
-DECLARATIONS = ("SIZES", "DEFAULT_SIZE", "CHECK_SIZES", "TOLERANCE", "grid", "make_inputs", "make_outputs",
-                "launch", "reference")
-
-
 def default_output(module: Path) -> Path:
     return Path("kernels") / module.name
 
 
-def run_adopt(module: Path, output: Path | None, force: bool, console: Console) -> int:
+def run_adopt(module: Path, output: Path | None, force: bool, console: Console, kernel: str | None = None) -> int:
     """Adopt `module`; 0 when the file is complete, 1 when it was written with TODOs to fill in."""
     if not module.is_file():
         raise AdoptError(f"{module} does not exist (give the path of a Triton module)")
@@ -26,7 +22,7 @@ def run_adopt(module: Path, output: Path | None, force: bool, console: Console) 
         raise AdoptError(f"-o {out} is the stock module itself; adopt never edits the original: pick another path")
     if out.exists() and not force:
         raise AdoptError(f"{out} already exists; pass --force to replace it, or -o to write elsewhere")
-    done = adopt(module, out)
+    done = adopt(module, out, kernel)
     say = lambda text: console.print(text, highlight=False)  # noqa: E731
     say(f"[green]✓[/] wrote {escape(str(out))} from {escape(str(module))} (the original is not changed)")
     say(f"  hook: {escape(done.hook)}")
@@ -37,10 +33,15 @@ def run_adopt(module: Path, output: Path | None, force: bool, console: Console) 
             ("; ..." if len(done.moved) > 3 else "")
         say(f"  moved under __main__ ({len(done.moved)} import-time statements: the CPU interpreter has no "
             f"active driver): {escape(shown)}")
-    todo_names = {n.strip() for names, _ in done.todos for n in names.split(",")}
-    inferred = [d for d in DECLARATIONS if d not in todo_names and not (d == "reference" and any(
-        n.startswith("reference:") for n in done.notes))]
-    say(f"  inferred: {', '.join(inferred)}")
+    by_source: dict[str, list[str]] = {}
+    for name, where in done.evidence.items():
+        by_source.setdefault(where, []).append(name)
+    for where, names in by_source.items():
+        if where:
+            say(f"  inferred {escape(', '.join(names))}: from {escape(where)}")
+    if by_source.get(""):
+        say(f"  guessed {escape(', '.join(by_source['']))}: nothing in the module says; edit them in "
+            f"{escape(str(out))} if they are wrong")
     for note in done.notes:
         say(f"  note: {escape(note)}")
     for name, why in done.todos:

@@ -392,10 +392,13 @@ def sweep(kernel: str = typer.Argument("attention", metavar="KERNEL", help="atte
 def adopt_command(module: Path = typer.Argument(..., metavar="MODULE", help="a stock Triton module (never edited)"),
                   output: Optional[Path] = typer.Option(None, "-o", "--output",
                                                         help="the kernel file to write (default kernels/<name>.py)"),
+                  kernel: Optional[str] = typer.Option(None, "--kernel", help="the kernel to adopt when the module "
+                                                       "has several (default: the first that a host function "
+                                                       "launches)"),
                   force: bool = typer.Option(False, "--force", help="replace an existing output file")) -> None:
     """Write a kernel file that follows the contract from a stock Triton module.
 
     Exit status: 0 the file is complete; 1 it was written with TODOs (each named); 2 nothing written.
     """
     from swizzleperf.cli.adopt_command import run_adopt
-    raise typer.Exit(run_adopt(module, output, force, console))
+    raise typer.Exit(run_adopt(module, output, force, console, kernel))

@@ -171,9 +171,60 @@ def test_a_declaration_it_cannot_infer_is_named_and_marked_todo(tmp_path):
     result = _adopt(stock, out, expect=1)
     assert "TODO SIZES: no call of softmax() with tensors built by torch.randn/rand gives n_rows, n_cols" \
         in result.output
-    assert "inferred: DEFAULT_SIZE, CHECK_SIZES, TOLERANCE, grid, make_inputs, make_outputs, launch" in result.output
+    said = " ".join(result.output.split())
+    # "inferred" only with the module's line; the rest is called a guess
+    assert "inferred grid, launch: from softmax()'s launch at untested.py:" in said
+    assert (f"guessed DEFAULT_SIZE, CHECK_SIZES, TOLERANCE, make_inputs: nothing in the module says; edit them in "
+            f"{out} if they are wrong") in said
     text = out.read_text()
     assert text.count("TODO(swizzleperf adopt)") == 1 and "# TODO(swizzleperf adopt): SIZES" in text
     assert "\nSIZES =" not in text and "def make_inputs" in text
     checked = runner.invoke(app, ["check", str(out)])
     assert checked.exit_code != 0 and "missing SIZES" in str(checked.exception)
+
+
+GUARDED = '''\
+import torch
+import triton
+import triton.language as tl
+
+try:
+    from triton.language.extra import libdevice
+except ImportError:  # an older Triton
+    libdevice = tl.math
+
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+
+
+@triton.jit
+def exp_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, libdevice.exp(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+
+def exp(x):
+    y = torch.empty_like(x)
+    exp_kernel[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+    return y
+
+
+x = torch.randn(4096, device=DEVICE)
+y = exp(x)
+assert torch.allclose(y, torch.exp(x), atol=1e-6, rtol=(0 if DEVICE.type == "cuda" else 1e-5))
+'''
+
+
+def test_guarded_imports_stay_and_a_computed_tolerance_is_said(tmp_path):
+    stock, out = tmp_path / "guarded.py", tmp_path / "adopted.py"
+    stock.write_text(GUARDED)
+    result = _adopt(stock, out, expect=1)  # SIZES and grid: x.numel() says nothing of a size's name
+    written = out.read_text()
+    main = written.index('if __name__ == "__main__":')
+    assert written.index("    from triton.language.extra import libdevice") < main  # the kernel needs it
+    assert written.index("DEVICE = triton.runtime.driver.active") > main
+    assert ('TOLERANCE = {"atol": 1e-06, "rtol": 1e-05}  # from the module\'s torch.allclose(...) at line 27; its '
+            "rtol=0 if DEVICE.type == 'cuda' else 1e-05 is computed, so the defaults stand for it: check them") in written
+    said = " ".join(result.output.split())
+    assert "inferred TOLERANCE: from the module's torch.allclose(...) at line 27; its rtol=" in said
+    assert "inferred reference: from the module's comparison at guarded.py:27" in said
+    assert 'return {"y": torch.exp(x)}' in written

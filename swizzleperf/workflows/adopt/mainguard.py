@@ -72,8 +72,22 @@ def _calls(node: ast.AST) -> set[str]:
     return {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
 
 
+def _guarded_imports(stmt: ast.stmt) -> bool:
+    """`try: from ... import X except ImportError: ...`, or imports under a version test: imports (and aliases
+    of what they import) only, so they stay where they are: the kernel may need what they bind."""
+    if not isinstance(stmt, (ast.Try, ast.If)) or (isinstance(stmt, ast.If) and _touches_driver(stmt.test)):
+        return False
+    inner = [s for s in ast.walk(stmt) if isinstance(s, ast.stmt) and s is not stmt]
+    return bool(inner) and all(
+        isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass, ast.Try, ast.If))
+        or (isinstance(s, ast.Assign) and isinstance(s.value, (ast.Constant, ast.Name, ast.Attribute)))
+        for s in inner)
+
+
 def _runs_at_import(stmt: ast.stmt, driver_fns: set[str], jitted: set[str]) -> bool:
     """Whether a kept-looking statement does work at import that must not happen there."""
+    if _guarded_imports(stmt):
+        return False
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return any(_touches_driver(d) or "testing" in ast.unparse(d) or _calls(d) & driver_fns
                    for d in stmt.decorator_list) and stmt.name not in jitted

@@ -32,6 +32,7 @@ class Adopted:
     moved: list[str]  # what moved under __main__
     todos: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    evidence: dict[str, str] = field(default_factory=dict)  # declaration written -> where it came from ("" guessed)
 
 
 def _constants(found: Scan, pinned: pin.Pin | None) -> dict[str, int]:
@@ -101,8 +102,33 @@ def _edits(found: Scan, hook: HookPlan, pinned, moves, outputs) -> list[Edit]:
     return edits
 
 
-def adopt(path: Path, out: Path) -> Adopted:
-    """Write the adopted kernel file `out` from the stock module `path` (which is never written)."""
+DECLARATIONS = ("SIZES", "DEFAULT_SIZE", "CHECK_SIZES", "TOLERANCE", "grid", "make_inputs", "make_outputs",
+                "launch", "reference")
+
+
+def _evidence(found: Scan, written: str) -> dict[str, str]:
+    """For each declaration the written file holds: the module's line it was read from, or "" (a guess)."""
+    names = {t.id for n in ast.parse(written).body for t in (n.targets if isinstance(n, ast.Assign) else [])
+             if isinstance(t, ast.Name)} | {n.name for n in ast.parse(written).body if isinstance(n, ast.FunctionDef)}
+    where: dict[str, str] = {}
+    if found.launch is not None:
+        wrapper, name = found.launch.wrapper, found.path.name
+        launch = f"{wrapper.name}()'s launch at {name}:{found.launch.call.lineno}"
+        where.update(grid=launch, launch=launch, make_outputs=f"{wrapper.name}() at {name}:{wrapper.lineno}")
+        use = usage.find_usage(found.tree, wrapper)
+        if use is not None:
+            test = f"the module's call of {wrapper.name}() at {name}:{use.call.lineno}"
+            where.update(SIZES=test, DEFAULT_SIZE=test, make_inputs=test)
+            if use.tolerance is not None:
+                where["TOLERANCE"] = use.tolerance_from
+            if use.reference is not None:
+                where["reference"] = f"the module's comparison at {name}:{use.reference.lineno}"
+    return {d: where.get(d, "") for d in DECLARATIONS if d in names}
+
+
+def adopt(path: Path, out: Path, kernel: str | None = None) -> Adopted:
+    """Write the adopted kernel file `out` from the stock module `path` (which is never written); `kernel`
+    picks one of several kernels."""
     if out.resolve() == path.resolve():
         raise AdoptError(f"-o {out} is the stock module itself; adopt never edits the original: pick another path")
     try:
@@ -111,7 +137,7 @@ def adopt(path: Path, out: Path) -> Adopted:
         raise AdoptError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise AdoptError(f"{path.name} is not UTF-8 text (byte offset {exc.start})") from None
-    found = scan(path, text)
+    found = scan(path, text, kernel)
     pinned = pin.pin(found)
     jitted = {n for n, f in found.functions.items() if any(_is_triton_jit(d) for d in f.decorator_list)}
     moves = mainguard.plan(found.tree, jitted)
@@ -139,4 +165,4 @@ def adopt(path: Path, out: Path) -> Adopted:
     config = pin.config_text(pinned).splitlines()[-1] if pinned is not None and pinned.values is not None else ""
     return Adopted(path=out, kernel=found.name, hook=hook.how,
                    pinned=f"{config}: {pinned.why}" if config else None,
-                   moved=moved, todos=decl.todos, notes=notes)
+                   moved=moved, todos=decl.todos, notes=notes, evidence=_evidence(found, result))

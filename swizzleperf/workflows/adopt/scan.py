@@ -114,7 +114,9 @@ def scan(path: Path, text: str, kernel_name: str | None = None) -> Scan:
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     jitted = [f for f in functions.values() if any(_is_triton_jit(d) for d in f.decorator_list)]
     if not jitted:
-        raise AdoptError(f"{path.name} defines no @triton.jit kernel at module level: nothing to adopt")
+        raise AdoptError(f"{path.name} defines no @triton.jit kernel at module level: nothing to adopt here; a "
+                         f"kernel it launches from another module is captured from your own command: swizzleperf "
+                         f"capture -- python -m pytest tests/...")
     aliases = language_aliases(tree)
     reading = [(f, [n for n in ast.walk(f) if tl_call(n, "program_id", aliases)]) for f in jitted]
     if kernel_name is not None:

@@ -88,8 +88,9 @@ def _comparison(tree: ast.Module, usage: Usage) -> None:
         names = [a.id if isinstance(a, ast.Name) else None for a in node.args[:2]]
         if usage.result not in names:
             continue
+        other_arg = node.args[1 - names.index(usage.result)]
         other = names[1 - names.index(usage.result)]
-        expr = _assigned(tree, other, node.lineno) if other else None
+        expr = _assigned(tree, other, node.lineno) if other else other_arg  # a name, or the expression itself
         allowed = set(usage.tensors.values()) | {"torch", "F", "math"}
         if expr is not None and {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} <= allowed:
             usage.reference = expr
@@ -99,16 +100,19 @@ def _comparison(tree: ast.Module, usage: Usage) -> None:
 
 def _tolerance(node: ast.Call, usage: Usage) -> tuple[dict[str, float], str]:
     func = ast.unparse(node.func)
-    given = {}
+    given, computed = {}, []
     for kw in node.keywords:
         if kw.arg in ("atol", "rtol"):
             try:
                 given[kw.arg] = float(ast.literal_eval(kw.value))
-            except ValueError:
-                pass
+            except (ValueError, TypeError, SyntaxError):
+                computed.append(f"{kw.arg}={ast.unparse(kw.value)}")
+    where = f"the module's {func}(...) at line {node.lineno}"
+    if computed:  # an expression (`rtol=0 if is_hip() else 1e-2`): not guessed at, said
+        where += f"; its {', '.join(computed)} is computed, so the defaults stand for it: check them"
     if func.endswith("allclose"):
-        return {**_ALLCLOSE, **given}, f"the module's {func}(...)" + ("" if given else " (torch's defaults)")
+        return {**_ALLCLOSE, **given}, where + ("" if given or computed else " (torch's defaults)")
     dtype = next((ast.unparse(kw.value).split(".")[-1] for c in usage.constructions.values() for kw in c.keywords
                   if kw.arg == "dtype"), "float32")
     defaults = _ASSERT_CLOSE.get(dtype, _ASSERT_CLOSE["float32"])
-    return {**defaults, **given}, f"the module's {func}(...)" + ("" if given else f" ({dtype} defaults)")
+    return {**defaults, **given}, where + ("" if given or computed else f" ({dtype} defaults)")
