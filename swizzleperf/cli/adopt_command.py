@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from swizzleperf.workflows.adopt.rewrite import AdoptError, adopt
 
+
 def default_output(module: Path) -> Path:
     return Path("kernels") / module.name
 

@@ -34,7 +34,7 @@ def capture_command(
     Exit status: 0 written; 2 nothing written (no launch recorded, an ambiguous kernel, a kernel that
     cannot stand alone).
     """
-    from swizzleperf.workflows.launch_capture import kernel_file, select
+    from swizzleperf.workflows.launch_capture import kernel_file, select, verify
     if output is not None and output.exists() and not force:
         raise CaptureError(f"{output} already exists; pass --force to replace it, or -o to write elsewhere")
     settings = capture_settings(kernel, config, hw_name)
@@ -56,12 +56,27 @@ def capture_command(
     written = kernel_file.write_kernel_file(chosen, out, text)
     records_path = out.with_suffix(".launches.json")
     select.write_records(chosen, command, Path.cwd(), records_path)
+    with console.status("replaying the kernel file against the kernel's own outputs"):
+        compared, differences = verify.verify(out, chosen, written.sizes, "cuda" if settings.gpu else "cpu")
     say = lambda line: console.print(line, highlight=False)  # noqa: E731
     say(f"[green]✓[/] wrote {escape(str(out))} from {len(chosen)} launch{'es' * (len(chosen) > 1)} of {escape(name)} "
         f"(sizes: {escape(', '.join(written.sizes))}); the launches: {escape(str(records_path))}")
     say(f"  hook: {escape(written.hook)}")
+    if differences:
+        for line in differences:
+            say(f"[red]✗[/] {escape(line)}")
+        raise CaptureError(f"{out} does not reproduce {name} ({len(differences)} outputs differ on the recorded "
+                           f"launches); it is kept for inspection, with its launches")
+    if compared:
+        say(f"[green]✓[/] replayed: under its own hook the kernel file writes the same bits as {escape(name)} on "
+            f"{compared} recorded launch{'es' * (compared > 1)}")
     for c in chosen[0].chosen:
         say(f"  {escape(c.by)}: {escape(c.config or str(c.values))} ({escape(c.how)})")
+    tuned = {k for c in chosen[0].chosen for k in c.values}
+    passed = [f"{p.name}={p.value}" for p in chosen[0].params if p.constexpr and p.name not in tuned]
+    if passed:
+        say(f"  constexprs as the caller passed them (a library's own tuner, if any, chose them), pinned per size: "
+            f"{escape(', '.join(passed))}")
     say(f"next: swizzleperf check {escape(str(out))}")
 
 

@@ -167,6 +167,13 @@ class Chosen(_Strict):
     values: dict[str, Any] = Field(default_factory=dict)
 
 
+class Replay(_Strict):
+    """What the kernel wrote when run on the kernel file's own inputs for `seed` (sha256 prefixes of its outputs)."""
+
+    seed: int
+    outputs: dict[str, str]
+
+
 class LaunchRecord(_Strict):
     """One launch: the kernel, its grid, every argument, the options, and who chose the constexprs."""
 
@@ -182,6 +189,7 @@ class LaunchRecord(_Strict):
     closure: Closure
     cwd: str
     argv: list[str]
+    replay: Replay | None = None
 
     @model_validator(mode="after")
     def _consistent(self):

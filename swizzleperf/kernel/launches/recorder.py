@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 
-from swizzleperf.kernel.launches import closure, describe, journal
+from swizzleperf.kernel.launches import closure, describe, journal, replay
 
 _local = threading.local()
 _seq = itertools.count()
@@ -103,14 +103,28 @@ def record_launch(python_fn, launcher: str, named: dict, options: dict, grid, la
         if p["kind"] == "tensor":
             p["written"], p["in_place"] = p["name"] in written, p["name"] in in_place
             p["zeros"] = not bool(before[p["name"]].any())
+    replayed = _replay(params, tensors, written, launch)
     if id(python_fn) not in _closures:
         _closures[id(python_fn)] = closure.collect(python_fn)
     journal.write({"format": 1, "seq": next(_seq), "launcher": launcher, "grid": g,
                       "kernel": _kernel_info(python_fn), "params": params, "options": _options(options),
                       "chosen": _chosen(named),
                       "device": _device(tensors), "closure": _closures[id(python_fn)],
-                      "cwd": os.getcwd(), "argv": list(sys.argv)})
+                      "cwd": os.getcwd(), "argv": list(sys.argv), "replay": replayed})
     return result
+
+
+def _replay(params: list[dict], tensors: dict, written: list[str], launch) -> dict | None:
+    """The kernel once more on the inputs the kernel file will build (seed 0): a fingerprint of what it wrote,
+    for the kernel file's own replay to match. None when an argument cannot be rebuilt."""
+    if any(p["kind"] == "object" for p in params) or not written:
+        return None
+    device = next(iter(tensors.values())).device
+    args = replay.seeded_arguments(params, 0, device)
+    with _Within(quiet=True):
+        launch(args)
+    _synchronize(args)
+    return {"seed": 0, "outputs": replay.fingerprint({n: args[n] for n in written})}
 
 
 def _probe(named, before, tensors, launch, poisoned) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import pprint
 
+from swizzleperf.kernel.launches import replay
 from swizzleperf.kernel.launches.launch_record import LaunchRecord, TensorParam
 from swizzleperf.workflows.adopt.hook import HookPlan
 
@@ -20,18 +21,11 @@ CHECK_PROGRAMS = 4096  # ...and up to this many programs
 
 
 def role(p: TensorParam) -> str:
-    return "in_place" if p.in_place else "output" if p.written else "input"
+    return replay.role(p.model_dump())
 
 
 def _tensor_spec(p: TensorParam) -> dict:
-    spec = {"dtype": p.dtype, "shape": p.shape, "strides": p.strides, "offset": p.offset, "extent": p.extent}
-    if p.values is not None:
-        spec["values"] = p.values
-    elif p.zeros and p.dtype != "bool":
-        spec["zeros"] = True
-    elif p.range is not None:
-        spec.update(range=p.range, sorted=bool(p.sorted))
-    return spec
+    return replay.tensor_spec(p.model_dump())
 
 
 def _value_text(p) -> str:
@@ -109,7 +103,8 @@ def declaration(records: list[LaunchRecord], hook: HookPlan, grid_values: list[d
     return _TEMPLATE.format(hook=hook.name, sizes=pprint.pformat(sizes, width=110, sort_dicts=False),
                             default=default, check=check_sizes(records, names), tol=tol, why=why,
                             launches=launches, grid=grid_items + ("," if len(hook.grid_params) == 1 else ""),
-                            kernel=kernel, extents=extents, fp32=fp32)
+                            kernel=kernel, extents=extents, fp32=fp32,
+                            tensor_fn=replay.template_source().rstrip())
 
 
 _TEMPLATE = '''
@@ -131,23 +126,7 @@ def grid(size):
     return ({grid})
 
 
-def _tensor(spec, generator, device):
-    dtype = getattr(torch, spec["dtype"])
-    n = spec["extent"]
-    if "values" in spec:
-        flat = torch.tensor([0] * spec["offset"] + spec["values"], dtype=dtype)
-    elif spec.get("zeros"):
-        flat = torch.zeros(n, dtype=dtype)
-    elif dtype.is_floating_point:
-        flat = torch.randn(n, generator=generator).to(dtype)
-    elif dtype == torch.bool:
-        flat = torch.randint(0, 2, (n,), generator=generator).bool()
-    else:
-        low, high = spec["range"]
-        flat = torch.randint(low, high + 1, (n,), generator=generator).to(dtype)
-        flat = flat.sort().values if spec["sorted"] else flat
-    return flat.to(device).as_strided(spec["shape"], spec["strides"], spec["offset"])
-
+{tensor_fn}
 
 def make_inputs(size, seed, device):
     generator = torch.Generator().manual_seed(seed)
