@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 
-from swizzleperf.kernel.launches import closure, describe, journal, replay
+from swizzleperf.kernel.launches import closure, describe, journal, rebuild
 
 _local = threading.local()
 _seq = itertools.count()
@@ -120,11 +120,11 @@ def _replay(params: list[dict], tensors: dict, written: list[str], launch) -> di
     if any(p["kind"] == "object" for p in params) or not written:
         return None
     device = next(iter(tensors.values())).device
-    args = replay.seeded_arguments(params, 0, device)
+    args = rebuild.seeded_arguments(params, 0, device)
     with _Within(quiet=True):
         launch(args)
     _synchronize(args)
-    return {"seed": 0, "outputs": replay.fingerprint({n: args[n] for n in written})}
+    return {"seed": 0, "outputs": rebuild.fingerprint({n: args[n] for n in written})}
 
 
 def _probe(named, before, tensors, launch, poisoned) -> dict:

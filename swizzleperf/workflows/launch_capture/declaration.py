@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import pprint
 
-from swizzleperf.kernel.launches import replay
+from swizzleperf.kernel.launches import rebuild
 from swizzleperf.kernel.launches.launch_record import LaunchRecord, TensorParam
 from swizzleperf.workflows.adopt.hook import HookPlan
 
@@ -21,11 +21,11 @@ CHECK_PROGRAMS = 4096  # ...and up to this many programs
 
 
 def role(p: TensorParam) -> str:
-    return replay.role(p.model_dump())
+    return rebuild.role(p.model_dump())
 
 
 def _tensor_spec(p: TensorParam) -> dict:
-    return replay.tensor_spec(p.model_dump())
+    return rebuild.tensor_spec(p.model_dump())
 
 
 def _value_text(p) -> str:
@@ -104,7 +104,7 @@ def declaration(records: list[LaunchRecord], hook: HookPlan, grid_values: list[d
                             default=default, check=check_sizes(records, names), tol=tol, why=why,
                             launches=launches, grid=grid_items + ("," if len(hook.grid_params) == 1 else ""),
                             kernel=kernel, extents=extents, fp32=fp32,
-                            tensor_fn=replay.template_source().rstrip())
+                            tensor_fn=rebuild.template_source().rstrip())
 
 
 _TEMPLATE = '''

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from swizzleperf.errors import SandboxError, SwizzlePerfError
 from swizzleperf.kernel.contract import load_kernel
-from swizzleperf.kernel.launches import describe, replay
+from swizzleperf.kernel.launches import describe, rebuild
 from swizzleperf.kernel.launches.launch_record import LaunchRecord
 from swizzleperf.untrusted.sandbox import run_in_child
 
@@ -34,7 +34,7 @@ def replay_child(payload: dict, workdir: Path) -> dict:
         kernel.fn("launch")(inputs, outputs, size, 8)
         if device != "cpu":
             torch.cuda.synchronize()
-        found[name] = replay.fingerprint(outputs)
+        found[name] = rebuild.fingerprint(outputs)
     return {"fingerprints": found}
 
 
@@ -46,7 +46,7 @@ def verify(kernel_path: Path, records: list[LaunchRecord], sizes: list[str], dev
         return 0, []
     env = {"TRITON_INTERPRET": "1" if device == "cpu" else "0"}
     try:
-        child = run_in_child(_TARGET, {"kernel_path": str(kernel_path), "sizes": list(expected), "device": device},
+        child = run_in_child(_TARGET, {"kernel_path": str(kernel_path.resolve()), "sizes": list(expected), "device": device},
                              timeout, env=env, what="replaying the kernel file")
     except (SandboxError, SwizzlePerfError) as exc:
         return 0, [f"the kernel file could not be replayed: {exc}"]
