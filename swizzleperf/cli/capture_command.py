@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -49,7 +50,7 @@ def capture_command(
             raise CaptureError(f"`{text}` ran (exit 0) but launched no Triton kernel"
                                + (f" named {kernel}" if kernel else "") + "; give a command that launches it")
         _summary(captured, text)
-        name, chosen = select.choose(captured.records, kernel, launch)
+        name, chosen = select.choose(captured.records, kernel or _ask(captured), launch)
     out = output or Path("kernels") / f"{chosen[0].kernel.name.strip('_')}.py"
     if out.exists() and not force:
         raise CaptureError(f"{out} already exists; pass --force to replace it, or -o to write elsewhere")
@@ -100,6 +101,23 @@ def _run(command: list[str], folder: Path, settings, text: str):
             status.update(f"running `{escape(text)}` {where}: {launches} launch{'es' * (launches != 1)} recorded, "
                           f"{seconds:.0f} s")
         return session.run_command(command, folder, settings, progress)
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+def _ask(captured) -> Optional[str]:
+    """At a terminal, which kernel to write when the command launched several (elsewhere: the error says)."""
+    from swizzleperf.workflows.launch_capture.session import by_kernel
+    names = list(by_kernel(captured.records))
+    if len(names) < 2 or not _interactive():
+        return None
+    for i, name in enumerate(names, 1):
+        console.print(f"  [bold]{i}[/] {escape(name)}", highlight=False)
+    while not 1 <= (pick := typer.prompt(f"which kernel? 1-{len(names)}", type=int)) <= len(names):
+        console.print(f"  a number from 1 to {len(names)}")
+    return names[pick - 1]
 
 
 def _summary(captured, text: str) -> None:

@@ -99,6 +99,22 @@ def test_program_id_helpers_are_inlined_on_the_pid_path_only():
     ''')
 
 
+def test_at_a_terminal_the_kernel_is_asked_for(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from swizzleperf.cli import capture_command
+    from swizzleperf.cli.main import app
+    monkeypatch.setattr(capture_command, "_interactive", lambda: True)
+    monkeypatch.chdir(PACKAGES / "aliasfx")
+    out = tmp_path / "k.py"
+    result = CliRunner().invoke(app, ["capture", "-o", str(out), "--", "python", "-m", "pytest", "-q", "-p",
+                                      "no:cacheprovider", "tests/"], input="3\n2\n")
+    assert result.exit_code == 0, result.output
+    assert "a number from 1 to 2" in result.output  # 3 is not one of them
+    assert "from 2 launches of _log_softmax_fwd_kernel" in " ".join(result.output.split())
+    assert out.exists()
+
+
 def test_an_existing_output_is_refused_before_the_command_runs(tmp_path, monkeypatch, capsys):
     (tmp_path / "k.py").write_text("mine\n")
     line, out = _capture(tmp_path, monkeypatch, capsys, "--", "python", "-c", "raise SystemExit(9)")
