@@ -14,6 +14,7 @@ from rich.table import Table
 
 from swizzleperf.cli.app import HardwareOpt, app, console
 from swizzleperf.errors import CaptureError
+from swizzleperf.kernel.launches.recorder import FAILED
 
 
 @app.command("capture", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -42,10 +43,17 @@ def capture_command(
     text = shlex.join(command)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
         captured = _run(command, Path(tmp), settings, text)
+        failed = next((n[len(FAILED):] for n in captured.notes if n.startswith(FAILED)), None)
         if captured.returncode != 0 and not captured.records:
             console.print(escape(captured.log_tail()), highlight=False)
+            if failed:
+                raise CaptureError(f"`{text}` exited {captured.returncode}: the launch of {failed}")
             raise CaptureError(f"`{text}` exited {captured.returncode} before any Triton launch (its last lines "
                                f"are above)")
+        if captured.returncode != 0:
+            console.print(escape(captured.log_tail()), highlight=False)
+            console.print(f"[yellow]`{escape(text)}` exited {captured.returncode} after its launches were recorded "
+                          f"(its last lines are above); the kernel file is written from them[/]", highlight=False)
         if not captured.records:
             raise CaptureError(f"`{text}` ran (exit 0) but launched no Triton kernel"
                                + (f" named {kernel}" if kernel else "") + "; give a command that launches it")

@@ -2,8 +2,8 @@
 
 A kernel that is fine on a GPU can fail, or compute garbage, on the CPU interpreter: a half-precision
 or fp8 `tl.dot` returns wrong numbers, `tl.assume` is enforced as an assertion, libdevice and other
-extern calls return None (the error then points at a later line), inline assembly does not run, and
-a float argument is a Python float with no `.to`. Where one of these is in the kernel's source, a
+extern calls return None (the error then points at a later line), and inline assembly does not
+run. Where one of these is in the kernel's source, a
 failure on the CPU is said to be the interpreter's, with what to do about it.
 """
 
@@ -34,9 +34,7 @@ LIMITS = (
           "the interpreter has no libdevice: the call returns None and a later line fails; check on a GPU"),
     Limit("inline assembly", re.compile(r"inline_asm_elementwise"), "asm",
           "the interpreter cannot run inline assembly: check on a GPU"),
-    Limit("a float argument's .to()", None, "'float' object has no attribute 'to'",
-          "a float argument is a Python float in the interpreter (a GPU makes it an fp32 scalar): check on a GPU"),
-)
+)  # a float argument's .to() is not one: interpreter_fixes makes float arguments fp32 scalars, as a GPU does
 HALF = re.compile(r"\b(float16|bfloat16|float8\w*|half)\b")
 
 

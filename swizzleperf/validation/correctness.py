@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swizzleperf.errors import ChildSetupError, ContractError, RemapRejected, SandboxError, SwizzlePerfError
 from swizzleperf.kernel import user_errors
 from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.kernel.interpreter_fixes import float_scalars_as_fp32
 from swizzleperf.kernel.launches import describe
 from swizzleperf.kernel.user_errors import FileMap
 from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
@@ -267,6 +268,8 @@ def _confinement(device: str, timeout: float) -> Confinement:
 
 def check_cases_child(payload: dict, workdir: Path) -> dict:
     """Sandbox entry point: load the spliced kernel file and run every (size, seed) case."""
+    if payload["device"] == "cpu":
+        float_scalars_as_fp32()
     try:
         kernel = load_kernel(payload["kernel_path"])
         original = load_kernel(payload["reference_path"]) if payload.get("reference_path") else None

@@ -83,9 +83,7 @@ def bits(t):
     """The tensor's bits as integers (so NaN equals NaN and -0.0 differs from 0.0)."""
     import torch
     c = t.detach().contiguous()
-    if c.dtype == torch.bool or c.element_size() == 1:
-        return c.view(torch.uint8) if c.dtype == torch.bool else c
-    return c.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[c.element_size()])
+    return c.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[c.element_size()])
 
 
 def same_bits(a, b) -> bool:

@@ -92,8 +92,12 @@ def record_launch(python_fn, launcher: str, named: dict, options: dict, grid, la
     _per_kernel[python_fn.__name__] = count + 1
     tensors = {n: v for n, v in named.items() if describe.is_tensor(v)}
     before = {n: describe.span(t).detach().clone() for n, t in tensors.items()}
-    result = launch(named)
-    _synchronize(tensors)
+    try:
+        result = launch(named)
+        _synchronize(tensors)
+    except Exception as exc:
+        journal.note(FAILED + _failure(python_fn, exc))
+        raise
     changed = {n for n, t in tensors.items() if not describe.same_bits(describe.span(t), before[n])}
     written = [n for n in tensors if n in changed or _writes_same_bits(n, named, before, tensors, launch)]
     in_place = _reads_outputs(named, before, tensors, written, launch)
@@ -156,6 +160,26 @@ def _poisoned(t):
     return out
 
 
+FAILED = "launch failed: "  # the note a failing launch leaves, for the capture's one line
+
+
+def _failure(python_fn, exc: BaseException) -> str:
+    """'K (file:line) raised E: message', and why when it is a limit of the CPU interpreter."""
+    from swizzleperf.kernel import interpreter_limits
+    root = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    text = f"{type(root).__name__}: {str(root).strip().splitlines()[-1] if str(root).strip() else ''}"
+    try:
+        source, path, line = closure.function_source(python_fn)
+    except (OSError, TypeError):
+        source, path, line = "", "?", 0
+    found = interpreter_limits.explain_failure(f"{type(exc).__name__}: {exc}", source)
+    where = f"{os.path.basename(path)}:{line + found[1] - 1}" if found and found[1] else ""
+    why = f"; {interpreter_limits.sentence(found[0], where)}" if found else ""
+    return f"{python_fn.__name__} ({os.path.basename(path)}:{line}) raised {text}{why}"
+
+
 def _reads_outputs(named, before, tensors, written, launch) -> list[str]:
     """Outputs whose prior contents the launch reads: a probe on copies, those outputs poisoned, differs."""
     if not written:
@@ -194,6 +218,9 @@ def _device(tensors: dict) -> str:
 def install(settings: dict) -> None:
     from triton.compiler import compiler
     from triton.runtime import autotuner, interpreter, jit
+
+    from swizzleperf.kernel.interpreter_fixes import float_scalars_as_fp32
+    float_scalars_as_fp32()
     _wrap_run(jit.JITFunction, "JITFunction.run", settings)
     _wrap_run(interpreter.InterpretedFunction, "the CPU interpreter", settings)
     _wrap_compiled(compiler.CompiledKernel, settings)
@@ -248,14 +275,15 @@ class _WarmedUp:
     """What `warmup` returns under the interpreter while capturing: a compiled kernel's handle, stood in."""
 
     n_regs, n_spills = 32, 0
+    SHARED = 32768  # bytes: a plausible kernel's (0 would divide occupancy formulas by zero)
 
     def __init__(self, fn, args, kwargs):
         import types
         self._fn, self._kwargs = fn, kwargs
-        self.metadata = types.SimpleNamespace(shared=0, num_warps=kwargs.get("num_warps", 4),
+        self.metadata = types.SimpleNamespace(shared=self.SHARED, num_warps=kwargs.get("num_warps", 4),
                                               num_stages=kwargs.get("num_stages", 3), name=fn.__name__)
-        journal.note(f"stand-in: {fn.__name__}.warmup() under the interpreter: n_regs=32, no shared memory "
-                        f"(nothing is compiled)")
+        journal.note(f"stand-in: {fn.__name__}.warmup() under the interpreter: n_regs=32, {self.SHARED} bytes of "
+                     f"shared memory (nothing is compiled)")
 
     def _init_handles(self):
         return None

@@ -254,7 +254,9 @@ def record_trace(kernel: KernelFile, size: str, line_bytes: int = 128, mode: Mod
                                 "imported; use capture_trace(), which starts a child process with it")
     if programs is not None and mode != "reference":
         raise TraceCaptureError("capturing a subset of programs is supported in reference mode only")
+    from swizzleperf.kernel.interpreter_fixes import float_scalars_as_fp32
     from swizzleperf.sim.capture.launch import LaunchCapture
+    float_scalars_as_fp32()
 
     start = time.perf_counter()
     values = kernel.size(size)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from swizzleperf.errors import SandboxError, SwizzlePerfError
 from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.kernel.interpreter_fixes import float_scalars_as_fp32
 from swizzleperf.kernel.launches import describe, rebuild
 from swizzleperf.kernel.launches.launch_record import LaunchRecord
 from swizzleperf.untrusted.sandbox import run_in_child
@@ -23,8 +24,10 @@ _TARGET = "swizzleperf.workflows.launch_capture.verify:replay_child"
 def replay_child(payload: dict, workdir: Path) -> dict:
     """Sandbox entry point: each size of the kernel file, seed 0, its own hook; the fingerprints of its outputs."""
     import torch
-    kernel = load_kernel(payload["kernel_path"])
     device, found = payload["device"], {}
+    if device == "cpu":
+        float_scalars_as_fp32()
+    kernel = load_kernel(payload["kernel_path"])
     for name in payload["sizes"]:
         size = kernel.size(name)
         inputs = kernel.fn("make_inputs")(size, 0, device)
