@@ -89,6 +89,9 @@ def capture_command(
     say(f"next: swizzleperf check {escape(str(out))}")
 
 
+_ARCH = {"mi300x": "gfx942", "mi325x": "gfx942", "mi355x": "gfx950", "h100": 90, "h200": 90, "gb10": 121}
+
+
 def capture_settings(kernel: Optional[str], config: int, hw_name: Optional[str], record: bool = True):
     """What the child needs: the kernel to record, the CPU config, the SM count the stand-ins report."""
     import torch
@@ -98,6 +101,8 @@ def capture_settings(kernel: Optional[str], config: int, hw_name: Optional[str],
     spec, _ = resolve_hardware(hw_name)
     return CaptureSettings(kernel=kernel.split("@")[0] if kernel else None, config=config,
                            sm_count=spec.num_domains * spec.cus_per_domain, gpu=torch.cuda.is_available(),
+                           vendor=spec.vendor, arch=_ARCH.get(spec.name, "gfx942" if spec.vendor == "amd" else 90),
+                           preset=spec.name,
                            record=record)
 
 

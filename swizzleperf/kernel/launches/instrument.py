@@ -22,7 +22,10 @@ SETTINGS: dict = {
     "kernel": None,  # record only this kernel (its function name); None: every kernel
     "config": 0,  # on the CPU, the autotune config to run (the first by default; never benchmark all)
     "stand_in": False,  # no GPU here: stand in for the driver and torch.cuda
-    "sm_count": 132,  # what the stand-in driver reports (the target preset's)
+    "sm_count": 132,  # what the stand-in driver reports: the target preset's CUs/SMs,
+    "vendor": "nvidia",  # ... its vendor (the backend, warp size and shared memory of its kind of GPU),
+    "arch": 90,  # ... and architecture (an int for CUDA, "gfx942" for HIP)
+    "preset": "h100",
     "max_values": 65536,  # integer tensors up to this many elements keep their values in the record
     "max_per_kernel": 16,  # distinct launches recorded per kernel
     "record": True,  # False: stand-ins only (a re-run of a captured command)

@@ -23,10 +23,17 @@ def _used(what: str) -> None:
         journal.note(f"stand-in: {what}")
 
 
+# What each vendor's GPU reports, for the target preset's kind: (backend, warp size, shared memory per CU/SM)
+_VENDOR = {"amd": ("hip", 64, 65536), "nvidia": ("cuda", 32, 232448), "other": ("cuda", 32, 232448)}
+
+
 def device_properties(settings: dict) -> dict:
-    """What `driver.active.utils.get_device_properties` answers: the preset's SM count, an H100's limits."""
-    return {"multiprocessor_count": settings["sm_count"], "max_shared_mem": 232448, "max_num_regs": 65536,
-            "warpSize": 32, "sm_clock_rate": 1755000, "mem_clock_rate": 2619000, "mem_bus_width": 5120}
+    """What `driver.active.utils.get_device_properties` answers: the target preset's CU/SM count, and its
+    vendor's warp size and shared memory (an MI300X's on AMD, an H100's on NVIDIA)."""
+    _, warp, shared = _VENDOR[settings["vendor"]]
+    return {"multiprocessor_count": settings["sm_count"], "max_shared_mem": shared, "max_num_regs": 65536,
+            "warpSize": warp, "sm_clock_rate": 1755000, "mem_clock_rate": 2619000, "mem_bus_width": 5120,
+            "arch": str(settings["arch"])}
 
 
 class _CpuDriver:
@@ -35,12 +42,14 @@ class _CpuDriver:
     def __init__(self, settings: dict):
         import torch
         from triton.backends.compiler import GPUTarget
-        self._torch, self._target = torch, GPUTarget("cuda", 90, 32)
+        backend, warp, _ = _VENDOR[settings["vendor"]]
+        self._torch, self._target = torch, GPUTarget(backend, settings["arch"], warp)
         props = device_properties(settings)
 
         def get_device_properties(device=0):
-            _used(f"device properties (multiprocessor_count={props['multiprocessor_count']} from the target "
-                  f"preset, an H100's register and shared-memory limits)")
+            _used(f"device properties (multiprocessor_count={props['multiprocessor_count']}, warpSize "
+                  f"{props['warpSize']}, max_shared_mem {props['max_shared_mem']}: the target preset "
+                  f"{settings['preset']}'s kind of GPU)")
             return dict(props)
 
         self.utils = types.SimpleNamespace(get_device_properties=get_device_properties)
@@ -62,7 +71,8 @@ class _CpuDriver:
         return self._torch.device("cpu")
 
     def get_current_target(self):
-        _used("triton's current target reads as CUDA sm_90")
+        _used(f"triton's current target reads as {self._target.backend} {self._target.arch} (the target preset's "
+              f"kind)")
         return self._target
 
     def get_device_capability(self, device=0):
@@ -110,7 +120,7 @@ def torch_cuda(settings: dict) -> None:
 
     CudaIsCpu().__enter__()  # for the rest of the process (its main thread)
     props = device_properties(settings)
-    gpu = types.SimpleNamespace(name="CPU stand-in for a GPU", multi_processor_count=props["multiprocessor_count"],
+    gpu = types.SimpleNamespace(name=f"CPU stand-in for {settings['preset']}", multi_processor_count=props["multiprocessor_count"],
                                 total_memory=80 << 30, major=9, minor=0, warp_size=32)
     answers = {"is_available": lambda: True, "device_count": lambda: 1, "current_device": lambda: 0,
                "set_device": lambda device: None, "synchronize": lambda device=None: None,

@@ -46,6 +46,9 @@ class CaptureSettings:
     kernel: str | None = None
     config: int = 0
     sm_count: int = 132
+    vendor: str = "nvidia"
+    arch: int | str = 90
+    preset: str = "h100"
     gpu: bool = False
     record: bool = True  # False: only the stand-ins (a re-run of the command, not a capture)
 
@@ -66,6 +69,7 @@ def _environment(folder: Path, settings: CaptureSettings) -> dict[str, str]:
     env[journal.DIR_ENV] = str(folder)
     env[instrument.SETTINGS_ENV] = json.dumps({"kernel": settings.kernel, "config": settings.config,
                                                "stand_in": not settings.gpu, "sm_count": settings.sm_count,
+                                               "vendor": settings.vendor, "arch": settings.arch, "preset": settings.preset,
                                                "record": settings.record})
     package_root = str(Path(swizzleperf.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOTSTRAP), package_root, env.get("PYTHONPATH")) if p)
@@ -101,10 +105,10 @@ def collect(folder: Path, returncode: int, log: Path) -> Captured:
             records.append(launch_record.read(path))
         except CaptureError as exc:
             refused.append(str(exc))
-    notes = []
+    notes: dict[str, None] = {}
     for path in sorted(folder.glob("notes-*.txt")):
-        notes += [line for line in path.read_text(errors="replace").splitlines() if line and line not in notes]
-    return Captured(records=records, returncode=returncode, log=log, notes=notes, refused=refused)
+        notes.update(dict.fromkeys(line for line in path.read_text(errors="replace").splitlines() if line))
+    return Captured(records=records, returncode=returncode, log=log, notes=list(notes), refused=refused)
 
 
 def by_kernel(records: list[LaunchRecord]) -> dict[str, list[LaunchRecord]]:
