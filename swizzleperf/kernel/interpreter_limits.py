@@ -30,7 +30,7 @@ HALF_DOT = Limit("tl.dot on half-precision or fp8 tensors", re.compile(r"\bdot\s
 LIMITS = (
     Limit("tl.assume", re.compile(r"\bassume\s*\("), "AssertionError",
           "the interpreter enforces tl.assume as an assertion, a GPU compiler takes it as a promise: check on a GPU"),
-    Limit("libdevice or extern calls", re.compile(r"\blibdevice\.|extern_elementwise|\bextra\.\w+\."), "NoneType",
+    Limit("libdevice or extern calls", re.compile(r"\blibdevice\b|extern_elementwise|\bextra\.\w+"), "NoneType",
           "the interpreter has no libdevice: the call returns None and a later line fails; check on a GPU"),
     Limit("inline assembly", re.compile(r"inline_asm_elementwise"), "asm",
           "the interpreter cannot run inline assembly: check on a GPU"),

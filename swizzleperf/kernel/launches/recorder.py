@@ -172,12 +172,18 @@ def _failure(python_fn, exc: BaseException) -> str:
     text = f"{type(root).__name__}: {str(root).strip().splitlines()[-1] if str(root).strip() else ''}"
     try:
         source, path, line = closure.function_source(python_fn)
-    except (OSError, TypeError):
-        source, path, line = "", "?", 0
-    found = interpreter_limits.explain_failure(f"{type(exc).__name__}: {exc}", source)
-    where = f"{os.path.basename(path)}:{line + found[1] - 1}" if found and found[1] else ""
+        units = closure.collect(python_fn)
+    except (OSError, TypeError, SyntaxError):
+        return f"{python_fn.__name__} raised {text}"
+    name, message = os.path.basename(path), f"{type(exc).__name__}: {exc}"
+    found = interpreter_limits.explain_failure(message, source)
+    where = f"{name}:{line + found[1] - 1}" if found else ""
+    if found is None:  # what the kernel imports: `from triton.language.extra.libdevice import rsqrt`
+        imports = "\n".join(u["text"] for u in units["imports"] + units["unresolved"])
+        found = interpreter_limits.explain_failure(message, imports)
+        where = f"`{imports.splitlines()[found[1] - 1]}`" if found else ""
     why = f"; {interpreter_limits.sentence(found[0], where)}" if found else ""
-    return f"{python_fn.__name__} ({os.path.basename(path)}:{line}) raised {text}{why}"
+    return f"{python_fn.__name__} ({name}:{line}) raised {text}{why}"
 
 
 def _reads_outputs(named, before, tensors, written, launch) -> list[str]:

@@ -32,7 +32,7 @@ def device_properties(settings: dict) -> dict:
     vendor's warp size and shared memory (an MI300X's on AMD, an H100's on NVIDIA)."""
     _, warp, shared = _VENDOR[settings["vendor"]]
     return {"multiprocessor_count": settings["sm_count"], "max_shared_mem": shared, "max_num_regs": 65536,
-            "warpSize": warp, "sm_clock_rate": 1755000, "mem_clock_rate": 2619000, "mem_bus_width": 5120,
+            "warpSize": warp, "max_threads_per_sm": 2048, "sm_clock_rate": 1755000, "mem_clock_rate": 2619000, "mem_bus_width": 5120,
             "arch": str(settings["arch"])}
 
 
