@@ -18,21 +18,23 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Limit:
     what: str
-    source: re.Pattern | None  # how it shows in the kernel's source (None: the failure alone tells)
+    source: tuple[re.Pattern, ...]  # how it shows in the kernel's source, the telling form first (a call, then
+    #                                 the import); empty: the failure alone tells
     failure: str  # a substring of the failure it causes ("" when it fails silently: wrong numbers)
     advice: str
 
 
-HALF_DOT = Limit("tl.dot on half-precision or fp8 tensors", re.compile(r"\bdot\s*\("), "",
+HALF_DOT = Limit("tl.dot on half-precision or fp8 tensors", (re.compile(r"\bdot\s*\("),), "",
                  "the interpreter computes it wrongly; check on a GPU, or run the CPU check in float32 "
                  "(`swizzleperf check KERNEL --fp32`, or CPU_CHECK_FLOAT32 = True in the kernel file) when the "
                  "kernel is dtype-generic")
 LIMITS = (
-    Limit("tl.assume", re.compile(r"\bassume\s*\("), "AssertionError",
+    Limit("tl.assume", (re.compile(r"\bassume\s*\("),), "AssertionError",
           "the interpreter enforces tl.assume as an assertion, a GPU compiler takes it as a promise: check on a GPU"),
-    Limit("libdevice or extern calls", re.compile(r"\blibdevice\b|extern_elementwise|\bextra\.\w+"), "NoneType",
+    Limit("libdevice or extern calls", (re.compile(r"\blibdevice\.\w+\s*\(|extern_elementwise"),
+                                        re.compile(r"\blibdevice\b|\bextra\.\w+")), "NoneType",
           "the interpreter has no libdevice: the call returns None and a later line fails; check on a GPU"),
-    Limit("inline assembly", re.compile(r"inline_asm_elementwise"), "asm",
+    Limit("inline assembly", (re.compile(r"inline_asm_elementwise"),), "asm",
           "the interpreter cannot run inline assembly: check on a GPU"),
 )  # a float argument's .to() is not one: interpreter_fixes makes float arguments fp32 scalars, as a GPU does
 HALF = re.compile(r"\b(float16|bfloat16|float8\w*|half)\b")
@@ -60,8 +62,10 @@ def _code(source: str) -> str:
     return "".join(lines)
 
 
-def _line(source: str, pattern: re.Pattern | None) -> int | None:
-    match = pattern.search(_code(source)) if pattern is not None else None
+def _line(source: str, patterns: tuple[re.Pattern, ...]) -> int | None:
+    """The line of the first pattern's first match (in code, not comments or strings), else the next's."""
+    code = _code(source)
+    match = next((m for p in patterns if (m := p.search(code))), None)
     return source.count("\n", 0, match.start()) + 1 if match else None
 
 
@@ -77,7 +81,7 @@ def explain_failure(message: str, source: str) -> tuple[Limit, int | None] | Non
     """The limit that explains a failure (`message`) of a kernel whose source uses it, and the line of that use."""
     for lim in LIMITS:
         line = _line(source, lim.source)
-        if lim.failure in message and (lim.source is None or line):
+        if lim.failure in message and (not lim.source or line):
             return lim, line
     return None
 
