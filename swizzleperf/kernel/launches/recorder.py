@@ -98,23 +98,10 @@ def record_launch(python_fn, launcher: str, named: dict, options: dict, grid, la
     except Exception as exc:
         journal.note(FAILED + _failure(python_fn, exc))
         raise
-    changed = {n for n, t in tensors.items() if not describe.same_bits(describe.span(t), before[n])}
-    written = [n for n in tensors if n in changed or _writes_same_bits(n, named, before, tensors, launch)]
-    in_place = _reads_outputs(named, before, tensors, written, launch)
-    consts = _constexprs(python_fn)
-    params = [describe.param(n, v, before.get(n), n in consts, settings["max_values"]) for n, v in named.items()]
-    for p in params:
-        if p["kind"] == "tensor":
-            p["written"], p["in_place"] = p["name"] in written, p["name"] in in_place
-            p["zeros"] = not bool(before[p["name"]].any())
-    replayed = _replay(params, tensors, written, launch)
-    if id(python_fn) not in _closures:
-        _closures[id(python_fn)] = closure.collect(python_fn)
-    journal.write({"format": 1, "seq": next(_seq), "launcher": launcher, "grid": g,
-                      "kernel": _kernel_info(python_fn), "params": params, "options": _options(options),
-                      "chosen": _chosen(named),
-                      "device": _device(tensors), "closure": _closures[id(python_fn)],
-                      "cwd": os.getcwd(), "argv": list(sys.argv), "replay": replayed})
+    try:
+        _write_record(python_fn, launcher, named, options, g, tensors, before, launch, settings)
+    except Exception as exc:  # the user's program goes on: this launch is only not recorded, and said so
+        journal.note(f"not recorded: a launch of {python_fn.__name__}: {type(exc).__name__}: {exc}")
     return result
 
 
@@ -158,6 +145,27 @@ def _poisoned(t):
     out = t.clone()
     describe.poison(out)
     return out
+
+
+def _write_record(python_fn, launcher: str, named: dict, options: dict, g: list[int], tensors: dict, before: dict,
+                  launch, settings: dict) -> None:
+    """What the launch wrote and read, its arguments, its replay fingerprint and closure, as one JSON file."""
+    changed = {n for n, t in tensors.items() if not describe.same_bits(describe.span(t), before[n])}
+    written = [n for n in tensors if n in changed or _writes_same_bits(n, named, before, tensors, launch)]
+    in_place = _reads_outputs(named, before, tensors, written, launch)
+    consts = _constexprs(python_fn)
+    params = [describe.param(n, v, before.get(n), n in consts, settings["max_values"]) for n, v in named.items()]
+    for p in params:
+        if p["kind"] == "tensor":
+            p["written"], p["in_place"] = p["name"] in written, p["name"] in in_place
+            p["zeros"] = not bool(describe.bits(before[p["name"]]).any())
+    replayed = _replay(params, tensors, written, launch)
+    if id(python_fn) not in _closures:
+        _closures[id(python_fn)] = closure.collect(python_fn)
+    journal.write({"format": 1, "seq": next(_seq), "launcher": launcher, "grid": g,
+                   "kernel": _kernel_info(python_fn), "params": params, "options": _options(options),
+                   "chosen": _chosen(named), "device": _device(tensors), "closure": _closures[id(python_fn)],
+                   "cwd": os.getcwd(), "argv": list(sys.argv), "replay": replayed})
 
 
 FAILED = "launch failed: "  # the note a failing launch leaves, for the capture's one line
