@@ -4,7 +4,7 @@ A wave is every program the GPU holds at once (its CUs/SMs times the programs ea
 changes which die a program runs on and when it starts; with no more programs than dies it changes
 nothing (each die runs at most one), and on a GPU with one L2 a launch that fits in one wave runs all
 at once, so no order changes what the L2 sees. Between that and two waves a remap can still choose
-dies, but hardly timing. The suggestion is the smallest declared size of at least two waves.
+dies on a multi-die GPU, but hardly timing; on one L2 most programs still run at once. The suggestion is the smallest declared size of at least two waves.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def size_advice(size: str, programs_by_size: dict[str, int], hw: HardwareSpec) -
     larger = sorted((n, name) for name, n in programs_by_size.items() if n >= 2 * wave(hw))
     suggest = (f"size {larger[0][1]} ({larger[0][0]} programs) is large enough" if larger else
                "no declared size is: capture or declare a launch of production size")
+    between = ("a remap can choose each program's die, hardly when it runs" if hw.num_domains > 1 else
+               "most of them run at once, so a remap changes little of what the L2 sees")
     why = cannot_matter(programs, hw) or (f"{programs} programs are fewer than two waves of {hw.name} "
-                                          f"({2 * wave(hw)}): a remap can choose each program's die, hardly when "
-                                          f"it runs")
+                                          f"({2 * wave(hw)}): {between}")
     return f"size {size}: {why}; {suggest}"

@@ -35,3 +35,9 @@ def test_the_advice_names_a_large_enough_size_or_asks_for_one():
     assert size_advice("large", sizes, MI300X) is None
     assert size_advice("tiny", {"tiny": 8}, MI300X).endswith(
         "no declared size is: capture or declare a launch of production size")
+
+
+def test_between_one_and_two_waves_on_one_l2_most_run_at_once():
+    assert size_advice("m", {"m": 512}, H100) == (
+        "size m: 512 programs are fewer than two waves of h100 (528): most of them run at once, so a remap changes "
+        "little of what the L2 sees; no declared size is: capture or declare a launch of production size")
