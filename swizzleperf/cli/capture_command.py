@@ -64,7 +64,7 @@ def capture_command(
         raise CaptureError(f"{out} already exists; pass --force to replace it, or -o to write elsewhere")
     written = kernel_file.write_kernel_file(chosen, out, text)
     records_path = out.with_suffix(".launches.json")
-    select.write_records(chosen, command, Path.cwd(), records_path)
+    select.write_records(chosen, command, Path.cwd(), captured.returncode, records_path)
     with console.status("replaying the kernel file against the kernel's own outputs"):
         compared, differences = verify.verify(out, chosen, written.sizes, "cuda" if settings.gpu else "cpu")
     say = lambda line: console.print(line, highlight=False)  # noqa: E731

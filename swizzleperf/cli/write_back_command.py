@@ -38,6 +38,12 @@ def run_write_back(ref: str, module: Path, kernel: str | None, runs_dir: Path, l
     if result.returncode == 0:
         say(f"[green]✓[/] `{escape(text)}` passes with the patched module (exit 0)")
         return 0
+    if result.returncode == source.captured_returncode:
+        say(escape(tail))
+        say(f"[yellow]`{escape(text)}` fails as it did when it was captured (exit {result.returncode} both times; "
+            f"its last lines above): those failures are the command's own, so this run cannot judge the patch, "
+            f"which is kept; check it where the command passes[/]")
+        return 0
     module.write_text(patch.before)
     say(escape(tail))
     say(f"[red]✗[/] `{escape(text)}` fails with the patched module (exit {result.returncode}; its last lines "

@@ -45,11 +45,11 @@ def hook_name(scan: Scan) -> str:
 
 
 def _num_xcds_edit(src: Source, kernel: ast.FunctionDef) -> Edit:
-    """`, NUM_XCDS: tl.constexpr` after the kernel's last parameter (a default if the others have one)."""
+    """`, NUM_XCDS: tl.constexpr = 8` after the kernel's last parameter: with a default, a launch that does not
+    pass it (one adopt did not see) still runs, in the kernel's own order."""
     last = kernel.args.args[-1]
-    default = " = 8" if kernel.args.defaults else ""
     at = src.end(kernel.args.defaults[-1]) if kernel.args.defaults else src.end(last)
-    return Edit(at, at, f", NUM_XCDS: tl.constexpr{default}")
+    return Edit(at, at, ", NUM_XCDS: tl.constexpr = 8")
 
 
 def _tl(call: ast.Call) -> str:

@@ -30,6 +30,7 @@ class Source:
     command: list[str] | None = None
     cwd: Path | None = None
     pid_helpers: frozenset[str] = frozenset()
+    captured_returncode: int = 0  # how the command exited when it was captured
 
 
 def _from_run(path: Path) -> Source:
@@ -43,10 +44,11 @@ def _from_run(path: Path) -> Source:
     launches = kernel_file.with_suffix(".launches.json")
     if not launches.exists():
         return Source(entry=entry, provenance=what, kernel=run.record.kernel.name)
-    command, cwd, records = select.read_records(launches)
-    helpers = frozenset(f.name for f in records[0].closure.functions[:-1] if "program_id" in f.source)
-    return Source(entry=entry, provenance=what, kernel=records[0].kernel.name, command=command, cwd=cwd,
-                  pid_helpers=helpers)
+    found = select.read_records(launches)
+    first = found.records[0]
+    helpers = frozenset(f.name for f in first.closure.functions[:-1] if "program_id" in f.source)
+    return Source(entry=entry, provenance=what, kernel=first.kernel.name, command=found.command, cwd=found.cwd,
+                  pid_helpers=helpers, captured_returncode=found.returncode)
 
 
 def resolve(ref: str, runs_dir: Path, library: Path | None) -> Source:

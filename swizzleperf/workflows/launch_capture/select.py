@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from swizzleperf.errors import CaptureError
@@ -44,14 +45,25 @@ def choose(records: list[LaunchRecord], kernel: str | None, launch: int | None) 
     return kernel, chosen
 
 
-def write_records(records: list[LaunchRecord], command: list[str], cwd: Path, path: Path) -> None:
+@dataclass
+class Launches:
+    """A `.launches.json`: the command that launched the kernel, where, how it exited, and the launches."""
+
+    command: list[str]
+    cwd: Path
+    returncode: int
+    records: list[LaunchRecord]
+
+
+def write_records(records: list[LaunchRecord], command: list[str], cwd: Path, returncode: int, path: Path) -> None:
     """The chosen launches, and the command that made them, as readable JSON beside the kernel file."""
-    data = {"command": command, "cwd": str(cwd), "launches": [r.model_dump(mode="json") for r in records]}
+    data = {"command": command, "cwd": str(cwd), "returncode": returncode,
+            "launches": [r.model_dump(mode="json") for r in records]}
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
-def read_records(path: Path) -> tuple[list[str], Path, list[LaunchRecord]]:
-    """The command, its working directory and the launches of a `.launches.json` (untrusted: each checked)."""
+def read_records(path: Path) -> Launches:
+    """A `.launches.json` read back (untrusted: each field and launch checked)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -60,7 +72,9 @@ def read_records(path: Path) -> tuple[list[str], Path, list[LaunchRecord]]:
         raise CaptureError(f"{path} is not JSON: {exc}") from None
     if not (isinstance(data, dict) and isinstance(data.get("command"), list) and data["command"]
             and all(isinstance(a, str) for a in data["command"]) and isinstance(data.get("cwd"), str)
-            and isinstance(data.get("launches"), list) and data["launches"]):
+            and type(data.get("returncode", 0)) is int and isinstance(data.get("launches"), list)
+            and data["launches"]):
         raise CaptureError(f"{path} is not a launches file (a command, its cwd and a list of launches)")
     records = [launch_record.parse(item, f"{path} launch {i}") for i, item in enumerate(data["launches"])]
-    return data["command"], Path(data["cwd"]), records
+    return Launches(command=data["command"], cwd=Path(data["cwd"]), returncode=data.get("returncode", 0),
+                    records=records)

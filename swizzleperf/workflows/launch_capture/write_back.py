@@ -124,7 +124,9 @@ def _two_d(site: _Site, hook: str, dies: int, extents: list[str]) -> tuple[list[
         derived |= _assigned(body[i])
         path.append(i)
     later = {n.id for s in body[path[-1] + 1:] for n in ast.walk(s) if isinstance(n, ast.Name)}
-    outputs = [n for n in _ordered_targets(body[path[-1]]) if n in later] or sorted(derived & later)
+    # in the order the hook returns them: by the line that first assigns each (as the hook was planned)
+    first = {n: body[i].lineno for i in reversed(path) for n in _ordered_targets(body[i])}
+    outputs = sorted((derived & later) - set(_ordered_targets(body[start])), key=first.get)
     if len(outputs) != 2:
         raise CaptureError(f"{site.fn.name} in {site.path}: the program-id derivation ends in {outputs}, not the two "
                            f"indices the 2D remap returns")

@@ -71,6 +71,12 @@ def test_two_d_replaces_the_existing_remap_helpers(tmp_path):
     assert tests.returncode == 0, tests.stdout[-2000:]
 
 
+def test_two_d_outputs_assigned_in_separate_statements(tmp_path):
+    patch, tests = _patched_project(tmp_path, "tunedmm", "tunedmm/matmul.py", "matmul_kernel", TWO_D)
+    assert "+    pid_m, pid_n = flip(tl.program_id(0), num_pid_m, num_pid_n, 8)\n" in patch.diff()
+    assert tests.returncode == 0, tests.stdout[-2000:]
+
+
 def test_several_axes_keep_the_launch_and_remap_together(tmp_path):
     patch, tests = _patched_project(tmp_path, "pagedattn", "pagedattn/attention.py", "_paged_attention_kernel",
                                     THREE_D)
