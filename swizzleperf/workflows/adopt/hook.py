@@ -129,7 +129,8 @@ def _two_d(scan: Scan, name: str, constants: dict[str, int]) -> HookPlan | None:
     region = range(start, steps[-1] + 1)
     outside = [s for i, s in enumerate(body) if i not in steps]
     outputs = sorted({n for n in derived if any(n in _used(s) for s in outside)},
-                     key=lambda n: next(body[i].lineno for i in steps if n in _targets(body[i]) or n == pid))
+                     key=lambda n: next((body[i].lineno, _position(body[i], n)) for i in steps
+                                        if n in _targets(body[i]) or n == pid))
     if len(outputs) != 2 or pid in outputs:
         return None
     moved = _with_helpers(body, region, set(steps), scan.aliases)
@@ -142,6 +143,13 @@ def _two_d(scan: Scan, name: str, constants: dict[str, int]) -> HookPlan | None:
         return None
     extents = _pair(outputs, extents)
     return _two_d_plan(scan, name, body, start, sorted(moved), outputs, extents, constants)
+
+
+def _position(stmt: ast.stmt, name: str) -> int:
+    """Where `name` stands in the statement's tuple target (`pid_m, pid_n = ...`: pid_m first), 0 otherwise."""
+    target = stmt.targets[0] if isinstance(stmt, ast.Assign) else None
+    names = [e.id for e in target.elts if isinstance(e, ast.Name)] if isinstance(target, ast.Tuple) else []
+    return names.index(name) if name in names else 0
 
 
 def _defined_at(body: list[ast.stmt], name: str) -> int:

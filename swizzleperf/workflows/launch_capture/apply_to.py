@@ -8,6 +8,7 @@ was when that command then fails.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ class Source:
     cwd: Path | None = None
     pid_helpers: frozenset[str] = frozenset()
     captured_returncode: int = 0  # how the command exited when it was captured
+    order: list[str] | None = None  # where the kernel file's 2D hook results go: `pid_m, pid_n = swizzle(...)`
 
 
 def _from_run(path: Path) -> Source:
@@ -48,7 +50,17 @@ def _from_run(path: Path) -> Source:
     first = found.records[0]
     helpers = frozenset(f.name for f in first.closure.functions[:-1] if "program_id" in f.source)
     return Source(entry=entry, provenance=what, kernel=first.kernel.name, command=found.command, cwd=found.cwd,
-                  pid_helpers=helpers, captured_returncode=found.returncode)
+                  pid_helpers=helpers, captured_returncode=found.returncode, order=_hook_targets(kernel_file))
+
+
+def _hook_targets(kernel_file: Path) -> list[str] | None:
+    """The names the kernel file assigns its hook's results to, in order (None where it assigns one or none)."""
+    kernel = load_kernel(kernel_file)
+    for node in ast.walk(ast.parse(kernel.source)):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.targets[0], ast.Tuple) \
+                and getattr(node.value.func, "id", None) == kernel.hook.name:
+            return [e.id for e in node.targets[0].elts if isinstance(e, ast.Name)]
+    return None
 
 
 def resolve(ref: str, runs_dir: Path, library: Path | None) -> Source:
@@ -69,7 +81,7 @@ def prepare(source: Source, module: Path, kernel: str | None) -> Patch:
     name = kernel or source.kernel
     if name is None:
         raise CaptureError("which kernel of the module? pass --kernel NAME")
-    return patch_module(module, name, source.entry, source.pid_helpers)
+    return patch_module(module, name, source.entry, source.pid_helpers, source.order)
 
 
 def rerun(source: Source, settings: session.CaptureSettings, folder: Path, on_progress=None) -> session.Captured:

@@ -106,7 +106,7 @@ def _assigned(stmt: ast.stmt) -> set[str]:
     return set()
 
 
-def _two_d(site: _Site, hook: str, dies: int, extents: list[str]) -> tuple[list[Edit], str]:
+def _two_d(site: _Site, hook: str, dies: int, extents: list[str], order: list[str] | None) -> tuple[list[Edit], str]:
     body = site.fn.body
     start = next((i for i, s in enumerate(body) if _assigned(s) and any(site.is_pid_source(n) for n in ast.walk(s))),
                  None)
@@ -124,9 +124,11 @@ def _two_d(site: _Site, hook: str, dies: int, extents: list[str]) -> tuple[list[
         derived |= _assigned(body[i])
         path.append(i)
     later = {n.id for s in body[path[-1] + 1:] for n in ast.walk(s) if isinstance(n, ast.Name)}
-    # in the order the hook returns them: by the line that first assigns each (as the hook was planned)
-    first = {n: body[i].lineno for i in reversed(path) for n in _ordered_targets(body[i])}
+    # in the order the hook returns them: as the kernel file calls it, else by where each is first assigned
+    first = {n: (body[i].lineno, k) for i in reversed(path) for k, n in enumerate(_ordered_targets(body[i]))}
     outputs = sorted((derived & later) - set(_ordered_targets(body[start])), key=first.get)
+    if order and set(order) == set(outputs):
+        outputs = list(order)
     if len(outputs) != 2:
         raise CaptureError(f"{site.fn.name} in {site.path}: the program-id derivation ends in {outputs}, not the two "
                            f"indices the 2D remap returns")
@@ -157,8 +159,10 @@ def _hook_text(entry: LibraryEntry, hook: str, tl: str) -> str:
     return f"{source.rstrip()}\n\n\n"  # its docstring says where it comes from
 
 
-def patch_module(path: Path, kernel: str, entry: LibraryEntry, pid_helpers: set[str] = frozenset()) -> Patch:
-    """The module `path` with `entry` as its kernel's program-id remap (the file is only read)."""
+def patch_module(path: Path, kernel: str, entry: LibraryEntry, pid_helpers: set[str] = frozenset(),
+                 order: list[str] | None = None) -> Patch:
+    """The module `path` with `entry` as its kernel's program-id remap (the file is only read). `order`: the
+    names a 2D hook's results go to, as the run's kernel file assigns them (`pid_m, pid_n = swizzle(...)`)."""
     try:
         text = source_text.decode(path.read_bytes())
     except OSError as exc:
@@ -171,7 +175,7 @@ def patch_module(path: Path, kernel: str, entry: LibraryEntry, pid_helpers: set[
     elif all(p.startswith("num_pid_axis_") for p in grid):
         edits, how = _by_axes(site, hook, entry.num_domains, entry.ndim)
     else:
-        edits, how = _two_d(site, hook, entry.num_domains, grid)
+        edits, how = _two_d(site, hook, entry.num_domains, grid, order)
     first = min([site.fn.lineno, *(d.lineno for d in site.fn.decorator_list)])
     at = site.src.line_start(first)
     edits.append(Edit(at, at, _hook_text(entry, hook, site.tl)))
