@@ -43,20 +43,7 @@ def capture_command(
     text = shlex.join(command)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-capture-") as tmp:
         captured = _run(command, Path(tmp), settings, text)
-        failed = next((n[len(FAILED):] for n in captured.notes if n.startswith(FAILED)), None)
-        if captured.returncode != 0 and not captured.records:
-            console.print(escape(captured.log_tail()), highlight=False)
-            if failed:
-                raise CaptureError(f"`{text}` exited {captured.returncode}: the launch of {failed}")
-            raise CaptureError(f"`{text}` exited {captured.returncode} before any Triton launch (its last lines "
-                               f"are above)")
-        if captured.returncode != 0:
-            console.print(escape(captured.log_tail()), highlight=False)
-            console.print(f"[yellow]`{escape(text)}` exited {captured.returncode} after its launches were recorded "
-                          f"(its last lines are above); the kernel file is written from them[/]", highlight=False)
-        if not captured.records:
-            raise CaptureError(f"`{text}` ran (exit 0) but launched no Triton kernel"
-                               + (f" named {kernel}" if kernel else "") + "; give a command that launches it")
+        _require_launches(captured, text, kernel)
         _summary(captured, text)
         name, chosen = select.choose(captured.records, kernel or _ask(captured), launch)
     out = output or Path("kernels") / f"{chosen[0].kernel.name.strip('_')}.py"
@@ -67,6 +54,29 @@ def capture_command(
     select.write_records(chosen, command, Path.cwd(), captured.returncode, records_path)
     with console.status("replaying the kernel file against the kernel's own outputs"):
         compared, differences = verify.verify(out, chosen, written.sizes, "cuda" if settings.gpu else "cpu")
+    _report(out, name, chosen, written, records_path, compared, differences)
+
+
+def _require_launches(captured, text: str, kernel: Optional[str]) -> None:
+    """One line, and the command's last lines, when it launched nothing (or failed in its first launch)."""
+    failed = next((n[len(FAILED):] for n in captured.notes if n.startswith(FAILED)), None)
+    if captured.returncode != 0:
+        console.print(escape(captured.log_tail()), highlight=False)
+    if captured.returncode != 0 and not captured.records:
+        if failed:
+            raise CaptureError(f"`{text}` exited {captured.returncode}: the launch of {failed}")
+        raise CaptureError(f"`{text}` exited {captured.returncode} before any Triton launch (its last lines "
+                           f"are above)")
+    if captured.returncode != 0:
+        console.print(f"[yellow]`{escape(text)}` exited {captured.returncode} after its launches were recorded "
+                      f"(its last lines are above); the kernel file is written from them[/]", highlight=False)
+    if not captured.records:
+        raise CaptureError(f"`{text}` ran (exit 0) but launched no Triton kernel"
+                           + (f" named {kernel}" if kernel else "") + "; give a command that launches it")
+
+
+def _report(out: Path, name: str, chosen, written, records_path: Path, compared: int, differences: list[str]) -> None:
+    """What was written, how the hook went in, whether the file replays the kernel, and who chose the constexprs."""
     say = lambda line: console.print(line, highlight=False)  # noqa: E731
     say(f"[green]✓[/] wrote {escape(str(out))} from {len(chosen)} launch{'es' * (len(chosen) > 1)} of {escape(name)} "
         f"(sizes: {escape(', '.join(written.sizes))}); the launches: {escape(str(records_path))}")
