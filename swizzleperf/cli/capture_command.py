@@ -30,6 +30,8 @@ def capture_command(
         config: int = typer.Option(0, "--config", min=0, help="on the CPU: the autotune config to run (0 = the "
                                    "first left after pruning; the interpreter never benchmarks them all)"),
         hw_name: Optional[str] = HardwareOpt,
+        add: bool = typer.Option(False, "--add", help="add these launches to the kernel file -o names (as more "
+                                 "sizes): say, your tests' small launches for the CPU beside a GPU benchmark's"),
         force: bool = typer.Option(False, "--force", help="replace an existing output file")) -> None:
     """Run your own command with Triton's launches recorded, and write a kernel file from one kernel's launches.
 
@@ -37,7 +39,9 @@ def capture_command(
     cannot stand alone).
     """
     from swizzleperf.workflows.launch_capture import kernel_file, select, verify
-    if output is not None and output.exists() and not force:
+    if add and (output is None or not output.with_suffix(".launches.json").exists()):
+        raise CaptureError("--add needs -o naming a kernel file that capture wrote (its .launches.json beside it)")
+    if output is not None and output.exists() and not force and not add:
         raise CaptureError(f"{output} already exists; pass --force to replace it, or -o to write elsewhere")
     settings = capture_settings(kernel, config, hw_name)
     text = shlex.join(command)
@@ -47,7 +51,9 @@ def capture_command(
         _summary(captured, text)
         name, chosen = select.choose(captured.records, kernel or _ask(captured), launch)
     out = output or Path("kernels") / f"{chosen[0].kernel.name.strip('_')}.py"
-    if out.exists() and not force:
+    if add:
+        chosen = select.merged(select.read_records(out.with_suffix(".launches.json")).records, chosen)
+    elif out.exists() and not force:
         raise CaptureError(f"{out} already exists; pass --force to replace it, or -o to write elsewhere")
     written = kernel_file.write_kernel_file(chosen, out, text)
     records_path = out.with_suffix(".launches.json")

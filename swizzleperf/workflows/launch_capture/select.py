@@ -55,6 +55,23 @@ class Launches:
     records: list[LaunchRecord]
 
 
+def merged(earlier: list[LaunchRecord], new: list[LaunchRecord]) -> list[LaunchRecord]:
+    """The launches of a kernel file and new ones of the same kernel (its source unchanged), without repeats."""
+    if earlier[0].kernel.name != new[0].kernel.name:
+        raise CaptureError(f"the kernel file holds {earlier[0].kernel.name}, not {new[0].kernel.name}: --add adds "
+                           f"launches of the same kernel")
+    if [f.source for f in earlier[0].closure.functions] != [f.source for f in new[0].closure.functions]:
+        raise CaptureError(f"{new[0].kernel.name}'s source (or a helper's) changed since the kernel file was "
+                           f"captured: capture it again without --add")
+    seen = {_key(r) for r in earlier}
+    return earlier + [r for r in new if _key(r) not in seen]
+
+
+def _key(record: LaunchRecord) -> str:
+    return json.dumps([record.grid, [p.model_dump(exclude={"values", "range", "sorted", "zeros", "written",
+                                                            "in_place", "device"}) for p in record.params]])
+
+
 def write_records(records: list[LaunchRecord], command: list[str], cwd: Path, returncode: int, path: Path) -> None:
     """The chosen launches, and the command that made them, as readable JSON beside the kernel file."""
     data = {"command": command, "cwd": str(cwd), "returncode": returncode,

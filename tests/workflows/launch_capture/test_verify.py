@@ -27,3 +27,21 @@ def test_a_kernel_file_that_drifts_from_the_kernel_is_caught(tmp_path, monkeypat
     compared, problems = verify.verify(out, records, sizes, "cpu")
     assert compared == 3
     assert problems == [f"size {s}: output Y differs from what the kernel wrote" for s in sizes]
+
+
+def test_add_puts_more_launches_in_the_kernel_file_and_gpu_ones_are_not_compared_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(PACKAGES / "rowops")
+    out, runner = tmp_path / "rms.py", CliRunner()
+    test = ["--", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/"]
+    first = runner.invoke(app, ["capture", "-o", str(out), *test, "-k", "strided"])
+    assert first.exit_code == 0, first.output
+    added = runner.invoke(app, ["capture", "--add", "-o", str(out), *test, "-k", "matches"])
+    assert added.exit_code == 0, added.output
+    said = " ".join(added.output.split())
+    assert "from 3 launches of rms_norm_fwd_kernel (sizes: n_cols80, n_cols48, n_cols64)" in said
+    assert "writes the same bits as rms_norm_fwd_kernel on 3 recorded launches" in said
+    records = select.read_records(out.with_suffix(".launches.json")).records
+    on_gpu = [r.model_copy(update={"device": "NVIDIA H200"}) for r in records]  # bits differ across devices
+    assert verify.verify(out, on_gpu, ["n_cols80", "n_cols48", "n_cols64"], "cpu") == (0, [])
+    refused = runner.invoke(app, ["capture", "--add", "-o", str(tmp_path / "none.py"), *test])
+    assert "--add needs -o naming a kernel file that capture wrote" in str(refused.exception)
