@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from swizzleperf.errors import CaptureError
@@ -31,7 +31,6 @@ class Written:
     kernel: str
     hook: str
     sizes: list[str]
-    notes: list[str] = field(default_factory=list)
 
 
 def _header(records: list[LaunchRecord], command: str) -> str:
