@@ -131,6 +131,10 @@ def _own_num_xcds(text: str, records: list[LaunchRecord], kernel: str) -> tuple[
 def write_kernel_file(records: list[LaunchRecord], out: Path, command: str) -> Written:
     """Write the kernel file `out` from launches of one kernel (same name, same source)."""
     name = records[0].kernel.name
+    objects = [p for r in records for p in r.params if p.kind == "object"]
+    if objects:
+        raise CaptureError(f"{name}'s argument {objects[0].name} is a {objects[0].type or 'Python object'} "
+                           f"({str(objects[0].value)[:60]}), which a kernel file cannot rebuild")
     inlined = inline_pid_helpers(module_text(records, command), name)
     text, records, own = _own_num_xcds(_drop_unused(inlined.text, inlined.helpers), records, name)
     try:

@@ -72,3 +72,14 @@ def test_not_json_is_one_line(tmp_path):
 ])
 def test_a_doctored_record_is_refused_with_the_field(tmp_path, edit, message):
     assert message in _bad(tmp_path, edit)
+
+
+def test_an_argument_a_kernel_file_cannot_rebuild_is_named(tmp_path):
+    from swizzleperf.workflows.launch_capture.kernel_file import write_kernel_file
+    data = copy.deepcopy(GOOD)
+    data["params"].append({"name": "desc", "constexpr": False, "kind": "object", "value": "<TensorDescriptor>",
+                           "type": "TensorDescriptor"})
+    with pytest.raises(CaptureError, match=r"^scale's argument desc is a TensorDescriptor \(<TensorDescriptor>\), "
+                                           r"which a kernel file cannot rebuild$"):
+        write_kernel_file([_read(tmp_path, data)], tmp_path / "k.py", "python job.py")
+    assert not (tmp_path / "k.py").exists()
