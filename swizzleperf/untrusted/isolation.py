@@ -114,7 +114,8 @@ def probe(payload: dict, workdir: Path) -> dict:
     """A sandbox target that reports what a confined child sees, for tests and for checking a machine.
 
     payload: `connect` (a port on 127.0.0.1 to try), `allocate_mb` (memory to take and touch),
-    `spin_s` (CPU seconds to burn), `write_mb` (a file to write in the working directory).
+    `spin_s` (CPU seconds to burn), `write_mb` (a file to write in the working directory), `mark` (a
+    variable to set in its environment, after it was reported: a later child must not see it).
     """
     import json as json_module
     import socket
@@ -123,7 +124,10 @@ def probe(payload: dict, workdir: Path) -> dict:
     import swizzleperf
 
     seen = {"env": sorted(os.environ), "sys_path": list(sys.path), "cwd": os.getcwd(), "isolated": sys.flags.isolated,
-            "json_module": json_module.__file__, "swizzleperf": swizzleperf.__file__}
+            "json_module": json_module.__file__, "swizzleperf": swizzleperf.__file__, "ppid": os.getppid(),
+            "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else []}
+    if payload.get("mark"):
+        os.environ["SWIZZLEPERF_PROBE_MARK"] = "1"
     if payload.get("connect"):
         try:
             socket.create_connection(("127.0.0.1", int(payload["connect"])), timeout=2).close()

@@ -10,18 +10,17 @@ Every failure is one line: a crash, an exception, a limit or the time limit beco
 SandboxError saying which; a child that could not even start its function (an installation
 problem, not the candidate's doing) raises ChildSetupError, a SandboxError.
 
-The child entry point is `python -m swizzleperf.untrusted.sandbox MODULE:FUNCTION WORKDIR`; the function
-takes `(payload: dict, workdir: Path)` and returns a JSON-serialisable dict.
+The child's side is swizzleperf.untrusted.child; a call runs in a fork of a warm server that has done
+the imports (swizzleperf.untrusted.forkserver) where one answers, else in a child started afresh.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
+import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,14 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from swizzleperf.errors import ChildSetupError, SandboxError
+from swizzleperf.untrusted import forkserver
+from swizzleperf.untrusted.child import ERROR_FILE, OUT_OF_MEMORY, RESULT_FILE, STARTED_FILE, STDERR_FILE
 from swizzleperf.untrusted.isolation import Confinement, child_env, command
 from swizzleperf.untrusted.parse import echo
 
-_RESULT_FILE = "result.json"
-_ERROR_FILE = "error.json"
-_STARTED_FILE = "started"
-_STDERR_FILE = "stderr.txt"
-_OUT_OF_MEMORY = 86  # the child's exit status after a MemoryError (nothing else is safe to do then)
 _STDERR_TAIL_BYTES = 4096
 
 
@@ -58,31 +54,45 @@ def run_in_child(target: str, payload: dict, timeout: float, env: dict[str, str]
     confinement = confinement or default_confinement(timeout)
     with tempfile.TemporaryDirectory(prefix="swizzleperf-sandbox-") as tmp:
         workdir = Path(tmp)
-        with open(workdir / _STDERR_FILE, "wb") as stderr:
-            proc = subprocess.Popen(
-                command(confinement, "swizzleperf.untrusted.sandbox", target, str(workdir)), cwd=workdir,
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
-                env=child_env(confinement, env), start_new_session=True)
-            try:
-                proc.communicate(json.dumps(payload).encode(), timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the whole group: the child may have spawned more
-                proc.communicate()
-                raise SandboxError(f"{what} ran past its time limit of {timeout:g} s and was killed") from None
-            except BaseException:  # a second Ctrl-C (the child has its own session: it never saw the first)
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise
-        stderr_tail = _tail(workdir / _STDERR_FILE)
-        result_path = workdir / _RESULT_FILE
-        if proc.returncode != 0 or not result_path.exists():
-            raise _failure(what, proc.returncode, workdir, stderr_tail, confinement)
+        try:
+            returncode = _run(target, payload, workdir, timeout, child_env(confinement, env), confinement)
+        except subprocess.TimeoutExpired:
+            raise SandboxError(f"{what} ran past its time limit of {timeout:g} s and was killed") from None
+        stderr_tail = _tail(workdir / STDERR_FILE)
+        result_path = workdir / RESULT_FILE
+        if returncode != 0 or not result_path.exists():
+            raise _failure(what, returncode, workdir, stderr_tail, confinement)
         try:
             value = json.loads(result_path.read_text())
             arrays = {p.stem: np.load(p, allow_pickle=False) for p in workdir.glob("*.npy")}
         except (ValueError, OSError) as exc:
             raise SandboxError(f"{what} returned an unreadable result ({echo(str(exc))})") from None
         return ChildResult(value=value, arrays=arrays, stderr=stderr_tail)
+
+
+def _run(target: str, payload: dict, workdir: Path, timeout: float, env: dict[str, str],
+         confinement: Confinement) -> int:
+    """The child's exit status: a fork of the warm server for its module where one answers, else a
+    child started afresh. subprocess.TimeoutExpired past `timeout`, the child's whole group killed."""
+    if forkserver.enabled():
+        (workdir / forkserver.PAYLOAD_FILE).write_text(json.dumps(payload))
+        try:
+            return forkserver.run(target, workdir, confinement, env, timeout)
+        except forkserver.ServerGone:  # whatever a fork left here goes before a child starts afresh
+            for path in workdir.iterdir():
+                if path.name != forkserver.PAYLOAD_FILE:
+                    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    with open(workdir / STDERR_FILE, "wb") as stderr:
+        proc = subprocess.Popen(command(confinement, "swizzleperf.untrusted.child", target, str(workdir)), cwd=workdir,
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                                start_new_session=True)
+        try:
+            proc.communicate(json.dumps(payload).encode(), timeout=timeout)
+        except BaseException:  # the time limit, or a second Ctrl-C (the child has its own session: it never saw
+            os.killpg(proc.pid, signal.SIGKILL)  # the first): the whole group, the child may have spawned more
+            proc.communicate()
+            raise
+    return proc.returncode
 
 
 def _tail(path: Path) -> str:
@@ -93,8 +103,8 @@ def _tail(path: Path) -> str:
 
 def _failure(what: str, code: int, workdir: Path, stderr_tail: str, confinement: Confinement) -> SandboxError:
     """Why the child gave no result, in one line."""
-    error = _read_error(workdir / _ERROR_FILE)
-    if code == _OUT_OF_MEMORY or (error or "").startswith("MemoryError"):
+    error = _read_error(workdir / ERROR_FILE)
+    if code == OUT_OF_MEMORY or (error or "").startswith("MemoryError"):
         limit = f"its limit of {confinement.memory_mb} MB of address space" if confinement.memory_mb else "memory"
         reason = f"ran out of memory ({limit}) and was stopped"
     elif error:
@@ -106,7 +116,7 @@ def _failure(what: str, code: int, workdir: Path, stderr_tail: str, confinement:
     else:
         last = [line for line in stderr_tail.splitlines() if line.strip()][-1:]
         reason = f"exited with status {code} and no result" + (f": {echo(last[0], 300)}" if last else "")
-    if (workdir / _STARTED_FILE).exists():
+    if (workdir / STARTED_FILE).exists():
         return SandboxError(f"{what} {reason}")
     return ChildSetupError(f"{what} could not start its work: it {reason} (is swizzleperf installed in this "
                            f"interpreter? the child runs `python -I`)")
@@ -124,42 +134,3 @@ def _read_error(path: Path) -> str | None:
         return json.loads(path.read_text())["error"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def save_array(workdir: Path, name: str, array: np.ndarray) -> None:
-    """Child side: hand an array back to the parent."""
-    np.save(workdir / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
-
-
-def _write_error(workdir: Path, exc: BaseException) -> None:
-    """Child side: the exception as one line for the parent (a traceback is no reason)."""
-    lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
-    (workdir / _ERROR_FILE).write_text(json.dumps({"error": echo(text, 300)}))
-
-
-def _child_main(target: str, workdir: str) -> None:
-    work = Path(workdir)
-    try:
-        module_name, func_name = target.split(":")
-        func = getattr(importlib.import_module(module_name), func_name)
-        payload = json.loads(sys.stdin.read())
-        (work / _STARTED_FILE).touch()
-        result = func(payload, work)
-        text = json.dumps(result)
-    except MemoryError:
-        os._exit(_OUT_OF_MEMORY)  # formatting anything now could fail again
-    except BaseException as exc:  # noqa: BLE001 -- every failure reaches the parent as one line
-        try:
-            _write_error(work, exc)
-        except BaseException:  # noqa: BLE001
-            pass
-        sys.exit(1)
-    # Written last and atomically: its presence means the function returned.
-    tmp = work / (_RESULT_FILE + ".tmp")
-    tmp.write_text(text)
-    tmp.rename(work / _RESULT_FILE)
-
-
-if __name__ == "__main__":
-    _child_main(sys.argv[1], sys.argv[2])

@@ -35,6 +35,7 @@ from swizzleperf.untrusted.isolation import Confinement
 from swizzleperf.untrusted.sandbox import default_confinement, run_in_child
 
 _CHILD_TARGET = "swizzleperf.validation.correctness:check_cases_child"
+CHILD_PRELOAD = ("triton", "triton.language")  # imported once by the fork server (untrusted.forkserver)
 REFERENCE = "the reference"
 ORIGINAL = "the kernel run with its own hook"  # the reference of a kernel file without reference()
 CPU_MEMORY_MB = 8192  # the CPU interpreter's child: see _confinement

@@ -1,7 +1,8 @@
 """Children that handle candidates are confined: no provider keys, no planted modules, hard limits.
 
 `swizzleperf.untrusted.isolation:probe` runs as a sandbox target and reports what the child sees; the
-limits are shown by what stops it. Every failure comes back as one line, never a traceback.
+limits are shown by what stops it. Every failure comes back as one line, never a traceback. Each test
+runs twice: in a fork of the warm server (the default) and in a child started afresh.
 """
 
 import socket
@@ -19,6 +20,12 @@ from swizzleperf.validation.bijectivity import check_bijective
 
 HOOK = HookSignature(name="swizzle", pid="pid", grid_params=("num_pids",), constexprs=("NUM_XCDS",))
 IDENTITY = "@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n    return pid\n"
+
+
+@pytest.fixture(autouse=True, params=["fork server", "fresh child"])
+def how_children_start(request, monkeypatch):
+    monkeypatch.setenv("SWIZZLEPERF_FORK_SERVER", "1" if request.param == "fork server" else "0")
+    return request.param
 
 
 def probe(confinement: Confinement | None = None, timeout: float = 60, **payload) -> dict:

@@ -32,8 +32,8 @@ from swizzleperf.remaps.evaluate.values import (
     scatter,
     source_of,
 )
+from swizzleperf.untrusted.child import save_array
 from swizzleperf.untrusted.parse import show_int
-from swizzleperf.untrusted.sandbox import save_array
 
 
 class _Evaluator(Expressions):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 Z3_MEMORY_MB = 1536
+CHILD_PRELOAD = ("z3", "swizzleperf.validation.proofs.entry")  # imported once by the fork server
 
 
 def prove_child(payload: dict, workdir: Path) -> dict:

@@ -19,6 +19,7 @@ from swizzleperf.kernel.launches.launch_record import LaunchRecord
 from swizzleperf.untrusted.sandbox import run_in_child
 
 _TARGET = "swizzleperf.workflows.launch_capture.verify:replay_child"
+CHILD_PRELOAD = ("torch", "triton", "triton.language")  # imported once by the fork server (untrusted.forkserver)
 
 
 def replay_child(payload: dict, workdir: Path) -> dict:
