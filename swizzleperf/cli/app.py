@@ -50,6 +50,10 @@ ProposerOpt = typer.Option(None, "--proposer", help="search | llm | hybrid; defa
 KernelArg = typer.Argument(..., metavar="KERNEL", help="a kernel file, or a name under kernels/ (softmax)")
 RunsDirOpt = typer.Option(Path("runs"), "--runs-dir", help="where run directories live")
 LibraryOpt = typer.Option(None, "--library", help="library directory (default ./swizzles or $SWIZZLEPERF_LIBRARY)")
+AllowUnprovenOpt = typer.Option(False, "--allow-unproven", help="accept remaps whose z3 proof does not cover the "
+                                "kernel's declared grids (marked UNPROVEN in the report, best/remap.py and a library)")
+
+
 WorkersOpt = typer.Option(None, "--workers", min=1, help="evaluate on a local process pool of N workers (1: in this "
                                                         "process); default one per core, at most 8")
 RayOpt = typer.Option(None, "--ray", metavar="auto|ADDRESS", help="evaluate on a Ray cluster: auto (found, or started "

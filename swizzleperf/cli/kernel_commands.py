@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from swizzleperf.cli.app import (
+    AllowUnprovenOpt,
     BatchOpt,
     HardwareOpt,
     KernelArg,
@@ -72,6 +73,7 @@ def check(kernel_path: str = KernelArg,
                                                                   "CHECK_SIZES on the CPU, every size on a GPU)"),
           seed: Optional[int] = typer.Option(None, "--seed", help="check correctness with this seed only "
                                                                   "(default: seeds 0 .. --seeds - 1)"),
+          allow_unproven: bool = AllowUnprovenOpt,
           fp32: bool = typer.Option(False, "--fp32", help="on the CPU, run every float tensor as float32 (a "
                                     "dtype-generic kernel whose half-precision tl.dot the interpreter gets wrong)"))\
         -> None:
@@ -101,7 +103,7 @@ def check(kernel_path: str = KernelArg,
         kernel.size(size)  # an unknown size is an error naming the declared ones
     evaluator = CandidateEvaluator(kernel, spec, profiler=None, size=size or kernel.default_size,
                                    correctness_seeds=(seed,) if seed is not None else tuple(range(seeds)),
-                                   correctness_sizes=[size] if size else None)
+                                   correctness_sizes=[size] if size else None, allow_unproven=allow_unproven)
     proposal = Proposal(source=source, family=remap.name if remap else "original hook", origin="baseline")
     with console.status("checking") as status:
         attempt = evaluator.evaluate(proposal, 0, lambda stage: status.update(f"checking: {stage}"))
@@ -290,7 +292,9 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
                                                    "(default: ./swizzles or $SWIZZLEPERF_LIBRARY when it exists)"),
              no_library: bool = typer.Option(False, "--no-library", help="do not warm-start from a library"),
              write: bool = typer.Option(False, "--write", help="write the best remap into KERNEL itself"),
-             resume: Optional[str] = typer.Option(None, "--resume", help="continue a run (path, name or 'latest')"),
+             resume: Optional[str] = typer.Option(None, "--resume", help="continue a run (path, name or 'latest'); "
+                                                  "KERNEL, if given, must be the run's kernel file"),
+             allow_unproven: bool = AllowUnprovenOpt,
              workers: Optional[int] = WorkersOpt,
              ray: Optional[str] = RayOpt,
              batch: int = BatchOpt,
@@ -304,7 +308,7 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
                               llm_retries=llm_retries, library=_library_for_warm_start(library, no_library),
                               write=write,
                               resume=resume, runs_dir=runs_dir, stop_at_ceiling=not keep_going, batch=batch,
-                              workers=workers, ray=ray)
+                              workers=workers, ray=ray, allow_unproven=allow_unproven)
     run_optimize(request, console)
 
 

@@ -7,7 +7,6 @@ value comes from (docs/extending.md).
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 
 import yaml
@@ -16,6 +15,8 @@ from pydantic import ValidationError
 from swizzleperf.errors import HardwareSpecError
 from swizzleperf.hardware.layouts.measured import first_wave_sequence, sm_partition
 from swizzleperf.hardware.spec import Dispatch, HardwareSpec, SchedulerWalk
+from swizzleperf.untrusted import readback
+from swizzleperf.untrusted.parse import echo
 
 MiB = 1024 * 1024
 KiB = 1024
@@ -89,18 +90,19 @@ for _spec in [
     register(_spec)
 
 DEFAULT_PRESET = "mi300x"
+SPEC_BYTES = 1024 * 1024  # a spec is a few dozen lines; a measured first-wave order a few KB
 
 
 def load_spec_file(path: Path) -> HardwareSpec:
     """Read a user spec (YAML or JSON) and validate it; errors name the offending field."""
+    kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
-        text = path.read_text()
+        text = readback.read_text(path, "the hardware spec", SPEC_BYTES, inside=path.resolve().parent)
+        data = readback.parse_json(text, f"the hardware spec {path}") if kind == "JSON" else _yaml(text, path)
     except OSError as exc:
-        raise HardwareSpecError(f"cannot read hardware spec {path}: {exc.strerror}") from exc
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise HardwareSpecError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
+        raise HardwareSpecError(f"cannot read hardware spec {path}: {exc.strerror}") from None
+    except readback.StoredFileError as exc:
+        raise HardwareSpecError(str(exc)) from None
     if not isinstance(data, dict):
         raise HardwareSpecError(f"{path} must hold a mapping of spec fields, e.g. the output of "
                                 f"`swizzleperf hw --show mi300x --json`")
@@ -114,6 +116,27 @@ def load_spec_file(path: Path) -> HardwareSpec:
     except ValidationError as exc:
         problems = "; ".join(_problem_text(e) for e in exc.errors())
         raise HardwareSpecError(f"invalid hardware spec {path}: {problems}") from exc
+
+
+def _yaml(text: str, path: Path):
+    """YAML at most readback.MAX_NESTING deep (the parser recurses) and without aliases (a few lines of
+    them expand to gigabytes)."""
+    try:
+        events = list(yaml.parse(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise HardwareSpecError(f"{path} is not valid YAML: {echo(str(exc), 200)}") from None
+    depth = deepest = 0
+    for event in events:
+        if isinstance(event, yaml.AliasEvent):
+            raise HardwareSpecError(f"{path} uses a YAML alias (*{event.anchor}); write the values out")
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    if deepest > readback.MAX_NESTING:
+        raise HardwareSpecError(f"{path} nests {deepest:,} levels deep; the limit is {readback.MAX_NESTING}")
+    return yaml.safe_load(text)
 
 
 def _problem_text(error: dict) -> str:

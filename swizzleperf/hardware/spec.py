@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from swizzleperf.errors import HardwareSpecError
 from swizzleperf.kernel.contract import KernelFile
 
-MiB = 1024 * 1024
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
 
 
 class SchedulerWalk(BaseModel):
@@ -48,7 +50,7 @@ class Dispatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     policy: Literal["round_robin", "in_order"]
-    chunk: int = Field(1, ge=1, description="consecutive ids sent to one domain per turn")
+    chunk: int = Field(1, ge=1, le=1 << 20, description="consecutive ids sent to one domain per turn")
     first_wave: list[int] | None = Field(
         None, description="the CU/SM each successive program of a domain's first wave starts on, as measured "
                           "(benchmarks/probe_l2_partitions.py); a CU recurs once per program it takes; "
@@ -67,15 +69,15 @@ class HardwareSpec(BaseModel):
 
     name: str
     vendor: Literal["amd", "nvidia", "other"]
-    num_domains: int = Field(ge=1, description="L2 domains: XCDs on AMD, 1 on NVIDIA (one shared L2)")
-    cus_per_domain: int = Field(ge=1, description="compute units (AMD) or SMs (NVIDIA) per domain")
-    l2_bytes_per_domain: int = Field(gt=0)
-    line_bytes: int = Field(128, gt=0)
+    num_domains: int = Field(ge=1, le=64, description="L2 domains: XCDs on AMD, 1 on NVIDIA (one shared L2)")
+    cus_per_domain: int = Field(ge=1, le=1024, description="compute units (AMD) or SMs (NVIDIA) per domain")
+    l2_bytes_per_domain: int = Field(ge=KiB, le=GiB, description="1 KB to 1 GB")
+    line_bytes: int = Field(128, ge=16, le=1024, description="a power of two, 16 B to 1 KB")
     sector_bytes: int | None = Field(
-        None, gt=0, description="L2 lookup and fill granularity (NVIDIA: 32-byte sectors of a 128-byte line); "
+        None, gt=0, le=1024, description="L2 lookup and fill granularity (NVIDIA: 32-byte sectors of a 128-byte line); "
                                 "None: the whole line")
     l2_fetch_bytes: int | None = Field(
-        None, gt=0, description="what the L2 fetches for a read miss: the aligned block of this size around each "
+        None, gt=0, le=1024, description="what the L2 fetches for a read miss: the aligned block of this size around each "
                                 "missing sector (NVIDIA: the driver's L2 fetch granularity limit, "
                                 "cudaLimitMaxL2FetchGranularity, 64 B by default; measured on an H100 at 32, 64 and "
                                 "128 B, benchmarks/probe_pending.py); None: the missing sectors alone")
@@ -91,15 +93,15 @@ class HardwareSpec(BaseModel):
                             "spreads addresses like hardware hashing does, 'modulo' and 'xor_fold' show the "
                             "sensitivity to that choice")
     dispatch: Dispatch
-    programs_per_cu: int = Field(2, ge=1, description="resident programs per CU/SM (an occupancy assumption)")
-    l1_bytes_per_cu: int = Field(0, ge=0, description="L1 data cache per CU/SM that global loads go through "
+    programs_per_cu: int = Field(2, ge=1, le=64, description="resident programs per CU/SM (an occupancy assumption)")
+    l1_bytes_per_cu: int = Field(0, ge=0, le=16 * MiB, description="L1 data cache per CU/SM that global loads go through "
                                                       "(0: no L1 model); stores write through to the L2")
     l1_ways: int = Field(4, ge=1, le=16)
     unified_l1_bytes_per_cu: int | None = Field(
-        None, gt=0, description="NVIDIA: L1 and shared memory are one array; the L1 gets what the kernel's "
+        None, gt=0, le=16 * MiB, description="NVIDIA: L1 and shared memory are one array; the L1 gets what the kernel's "
                                 "shared-memory carve-out leaves")
     next_level: str | None = Field(None, description="what serves L2 misses, e.g. 'Infinity Cache 256 MB'")
-    next_level_bytes: int | None = Field(None, gt=0)
+    next_level_bytes: int | None = Field(None, gt=0, le=64 * GiB)
     source: str = Field("", description="where the numbers come from")
 
     @model_validator(mode="after")

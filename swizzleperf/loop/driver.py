@@ -12,12 +12,13 @@ from pathlib import Path
 
 from swizzleperf.errors import LLMError, RunError, SwizzlePerfError
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.loop import artifacts
 from swizzleperf.loop.executors import Candidate, Executor, InProcess
 from swizzleperf.loop.executors.base import evaluate_candidate
 from swizzleperf.loop.history import RANKING_RULE, History
 from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.loop.reverify import verified_best
 from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.proposers.base import ProposalContext, Proposer, propose_batch
@@ -37,6 +38,7 @@ class LoopSettings:
     stop_at_ceiling: bool = True  # no remap can beat the ceiling: stop once the best reaches it
     seed: int = 0
     batch: int = 1  # proposals made from one snapshot of the history (and evaluated together)
+    allow_unproven: bool = False  # accept remaps whose proof does not cover the declared grids (marked so)
 
 
 class Observer:
@@ -57,16 +59,7 @@ def start_run(root: Path, kernel: KernelFile, size: str, hw: HardwareSpec, hw_re
         hardware=hw, hardware_reason=hw_reason, profiler=profiler.name, profiler_reason=profiler_reason,
         proposer=proposer.name, proposer_options=proposer_options, seed=settings.seed,
         iterations=settings.iterations, patience=settings.patience, stop_at_ceiling=settings.stop_at_ceiling,
-        batch=settings.batch, ranking_rule=RANKING_RULE))
-
-
-def reopen_kernel(run: RunDir) -> KernelFile:
-    """The run's kernel, refusing to continue if the file changed since the run started."""
-    kernel = load_kernel(run.record.kernel.path)
-    if kernel.sha256 != run.record.kernel.sha256:
-        raise RunError(f"{kernel.path} changed since run {run.record.run_id} started; start a new run instead "
-                       f"of resuming (resuming would mix results of two different kernels)")
-    return kernel
+        batch=settings.batch, allow_unproven=settings.allow_unproven, ranking_rule=RANKING_RULE))
 
 
 def baseline_proposal(kernel: KernelFile) -> Proposal:
@@ -242,6 +235,7 @@ def _origin(proposer: Proposer):
 def finish(run: RunDir, kernel: KernelFile, history: History, profiler: Profiler | None = None) -> None:
     """Write best/, report.md and the pictures; a profiler that found the achievable bound's assignment
     (the simulator's `achievable_assignment`) lends it to tiles.png."""
+    verified_best(run, kernel, history)  # an attempt read back from disk is checked again before best/ shows it
     lend = getattr(profiler, "achievable_assignment", None)
     artifacts.write_all(run, kernel, history, lend(kernel, run.record.size) if lend else None)
 

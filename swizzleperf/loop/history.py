@@ -86,13 +86,26 @@ class History:
     """All attempts of a run, in iteration order."""
 
     def __init__(self, attempts: list[Attempt] | None = None):
+        """`attempts`: read back from disk, so not trusted until loop.reverify re-checks one."""
         self.attempts: list[Attempt] = list(attempts or [])
+        self._fresh: set[int] = set()  # id() of the attempts evaluated in this process (or re-checked)
 
     def __len__(self) -> int:
         return len(self.attempts)
 
     def append(self, attempt: Attempt) -> None:
+        """An attempt evaluated in this process."""
         self.attempts.append(attempt)
+        self._fresh.add(id(attempt))
+
+    def is_fresh(self, attempt: Attempt) -> bool:
+        return id(attempt) in self._fresh
+
+    def mark_fresh(self, attempt: Attempt) -> None:
+        self._fresh.add(id(attempt))
+
+    def replace(self, old: Attempt, new: Attempt) -> None:
+        self.attempts[next(i for i, a in enumerate(self.attempts) if a is old)] = new
 
     def ranked(self) -> list[Attempt]:
         baseline = self.baseline()

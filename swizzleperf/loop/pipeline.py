@@ -6,6 +6,7 @@ pipeline but never the loop. The result is an `Attempt`, whatever happened.
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from swizzleperf.records.proposal import Proposal
 from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
 from swizzleperf.untrusted.parse import echo
 from swizzleperf.validation import bijectivity, correctness, loop_order
+from swizzleperf.validation.proof_status import unproven_reason
 
 _DETAIL_CHARS = 2000  # a stage's detail is one sentence; this bounds one that quotes too much
 
@@ -35,8 +37,9 @@ def hook_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
 class CandidateEvaluator:
     def __init__(self, kernel: KernelFile, hw: HardwareSpec, profiler: Profiler | None, size: str,
                  correctness_seeds: tuple[int, ...] = (0,), correctness_sizes: list[str] | None = None,
-                 grids: list[tuple[int, ...]] | None = None):
-        """`grids`: where to prove bijectivity; by default every declared grid plus the usual suspects."""
+                 grids: list[tuple[int, ...]] | None = None, allow_unproven: bool = False):
+        """`grids`: where to prove bijectivity; by default every declared grid plus the usual suspects.
+        `allow_unproven`: accept a remap whose proof does not cover the kernel's declared grids (marked so)."""
         self.kernel = kernel
         self.hw = hw
         self.profiler = profiler
@@ -47,15 +50,18 @@ class CandidateEvaluator:
             declared = [kernel.grid(name) for name in kernel.sizes]
             grids = bijectivity.bijectivity_grids(kernel.hook, declared, hw.num_domains)
         self.grids = grids
+        self.allow_unproven = allow_unproven
+        self.needed_programs = max(math.prod(kernel.grid(name)) for name in kernel.sizes)
 
     def __reduce__(self):
         """Pickled for an executor's worker: the kernel as its path, hash and text (a module does not pickle)."""
         kernel = self.kernel
         return (_rebuilt, ((str(kernel.path), kernel.sha256, kernel.source), self.hw, self.profiler, self.size,
-                           self.seeds, self.correctness_sizes, self.grids))
+                           self.seeds, self.correctness_sizes, self.grids, self.allow_unproven))
 
-    def evaluate(self, proposal: Proposal, iteration: int,
-                 on_stage: Callable[[Stage], None] | None = None) -> Attempt:
+    def evaluate(self, proposal: Proposal, iteration: int, on_stage: Callable[[Stage], None] | None = None,
+                 until: Stage = "profile") -> Attempt:
+        """The proposal through the stages up to `until` (the last one run), stopping at the first that fails."""
         started, t0 = datetime.now(timezone.utc), time.perf_counter()
         stages: list[StageResult] = []
         report, checked = None, None
@@ -80,7 +86,7 @@ class CandidateEvaluator:
                 checked = produced
             elif produced is not None:
                 report = produced
-            if not ok:
+            if not ok or stage == until:
                 break
         diff = self._diff(proposal.source)
         return Attempt(iteration=iteration, origin=proposal.origin, family=proposal.family,
@@ -114,10 +120,17 @@ class CandidateEvaluator:
         result = bijectivity.check_bijective(parts.remap, self.kernel.hook, self.grids, constants,
                                              checked=checked.remap)
         ok, detail, data = result.ok, result.message, result.model_dump(mode="json")
+        unproven = unproven_reason(result.proof, self.needed_programs) if ok else None
         if ok and parts.loop_order is not None:  # the loop order: a permutation of the steps on every local tile
             order = loop_order.check_kernel_loop_order(parts.loop_order, self.kernel, self.hw.num_domains)
             ok, detail = order.ok, f"remap: {detail}; loop order: {order.message}"
             data["loop_order"] = order.model_dump(mode="json")
+            if ok and unproven is None and (order.every_tile is None or order.every_tile.status != "proven"):
+                unproven = "the loop order is not proven for every local tile"
+        if ok and unproven and proposal.source.strip() != self.kernel.hook_source.strip():  # the kernel's own: as is
+            if not self.allow_unproven:
+                return False, f"{unproven}; --allow-unproven accepts it on its sampled grids ({detail})", data, None
+            detail = f"UNPROVEN, accepted with --allow-unproven: {unproven}; {detail}"
         return ok, detail, data, None
 
     def _correctness(self, proposal: Proposal, checked: CheckedCandidate):

@@ -12,19 +12,18 @@ torn last line (the kill landed mid-write) is ignored on load; run.json is repla
 
 from __future__ import annotations
 
-import json
 import os
 import platform
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-
-from pydantic import ValidationError
 
 from swizzleperf.errors import RunError
 from swizzleperf.loop.history import History
 from swizzleperf.records.attempt import Attempt
 from swizzleperf.records.run import RUN_SCHEMA_VERSION, PendingBatch, RunRecord
+from swizzleperf.untrusted import readback
 
 
 def library_versions() -> dict[str, str]:
@@ -84,20 +83,16 @@ class RunDir:
 
     @classmethod
     def open(cls, path: Path) -> "RunDir":
+        """A run directory read back as untrusted input (untrusted.readback): one RunError line if it is not one."""
         run_json = path / "run.json"
         if not run_json.exists():
             raise RunError(f"{path} is not a run directory (no run.json); list runs with `swizzleperf runs list`")
-        try:
-            data = json.loads(run_json.read_text())
-        except json.JSONDecodeError as exc:
-            raise RunError(f"{run_json} is not valid JSON: {exc}") from exc
-        version = data.get("schema_version")
-        if version != RUN_SCHEMA_VERSION:
-            raise RunError(f"{run_json} has schema version {version}; this swizzleperf reads {RUN_SCHEMA_VERSION}")
-        try:
-            return cls(path, RunRecord.model_validate(data))
-        except ValidationError as exc:
-            raise RunError(f"{run_json} does not match the run record: {exc.errors()[0]['msg']}") from exc
+        with _as_run_error():
+            data = readback.read_json(run_json, "the run record", inside=path)
+            version = data.get("schema_version") if isinstance(data, dict) else None
+            if version != RUN_SCHEMA_VERSION:
+                raise RunError(f"{run_json} has schema version {version}; this swizzleperf reads {RUN_SCHEMA_VERSION}")
+            return cls(path, readback.validate(data, RunRecord, f"the run record {run_json}"))
 
     def save(self) -> None:
         self.record.updated_at = _now()
@@ -114,10 +109,8 @@ class RunDir:
         """The batch a stop left part-evaluated, if any."""
         if not self.batch_path.exists():
             return None
-        try:
-            return PendingBatch.model_validate_json(self.batch_path.read_text())
-        except ValidationError as exc:
-            raise RunError(f"{self.batch_path} does not match a pending batch: {exc.errors()[0]['msg']}") from exc
+        with _as_run_error():
+            return readback.read_model(self.batch_path, PendingBatch, "the pending batch", inside=self.path)
 
     def clear_batch(self) -> None:
         self.batch_path.unlink(missing_ok=True)
@@ -128,29 +121,42 @@ class RunDir:
             f.flush()
             os.fsync(f.fileno())
 
+    def rewrite_attempts(self, history: History) -> None:
+        """attempts.jsonl replaced (atomically) by `history`'s attempts: a re-check changed a verdict."""
+        _write_atomic(self.attempts_path, "".join(a.model_dump_json() + "\n" for a in history.attempts))
+
     def load_history(self) -> History:
         """Every complete attempt; a torn last line from a kill mid-write is dropped."""
-        attempts: list[Attempt] = []
         if not self.attempts_path.exists():
             return History()
+        with _as_run_error():
+            text = readback.read_text(self.attempts_path, "the attempts log", readback.LOG_BYTES, inside=self.path)
         # One record per "\n": JSON escapes line breaks inside strings, but not U+2028 or U+0085, where
         # splitlines() would also break (a remap with one in a comment is valid and is recorded as written).
-        lines = self.attempts_path.read_text().split("\n")
-        if lines and not lines[-1]:
-            lines.pop()
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
+        lines = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+        attempts: list[Attempt] = []
+        for number, line in lines:
+            where = f"{self.attempts_path}:{number}"
             try:
-                attempts.append(Attempt.model_validate_json(line))
-            except ValidationError:
-                if number == len(lines):
+                attempts.append(readback.validate(readback.parse_json(line, where), Attempt, where))
+            except readback.StoredFileError as exc:
+                if number == lines[-1][0]:
                     break  # torn final write
-                raise RunError(f"{self.attempts_path}:{number} is not a valid attempt record") from None
-        if len(attempts) < len([line for line in lines if line.strip()]):
+                raise RunError(f"{exc}; a run's attempts are only ever appended by swizzleperf") from None
+        if len(attempts) < len(lines):
             # Drop the torn line from the file too, so appends continue on a clean line.
             _write_atomic(self.attempts_path, "".join(a.model_dump_json() + "\n" for a in attempts))
         return History(attempts)
+
+
+@contextmanager
+def _as_run_error():
+    try:
+        yield
+    except readback.StoredFileError as exc:
+        raise RunError(str(exc)) from None
+    except OSError as exc:
+        raise RunError(f"cannot read {exc.filename}: {exc.strerror}") from None
 
 
 def find_run(ref: str, root: Path) -> Path:

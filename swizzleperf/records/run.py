@@ -52,6 +52,8 @@ class RunRecord(BaseModel):
     patience: int
     stop_at_ceiling: bool = True
     batch: int = Field(1, description="proposals made from one snapshot of the history (runs before batches: 1)")
+    allow_unproven: bool = Field(False, description="--allow-unproven: remaps whose proof does not cover the "
+                                                    "kernel's declared grids were accepted, marked UNPROVEN")
     ranking_rule: str
     versions: dict[str, str]
     baseline_hit_pct: float | None = None

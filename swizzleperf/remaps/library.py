@@ -14,12 +14,13 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from swizzleperf.errors import LibraryError
+from swizzleperf.errors import LibraryError, RemapRejected
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.remaps.fit import adapt_to_hook
-from swizzleperf.untrusted import source_text
+from swizzleperf.untrusted import readback, source_text
+from swizzleperf.untrusted.parse import MAX_SOURCE_CHARS, echo, parse
 
 ENTRY_SCHEMA_VERSION = 1
 
@@ -48,6 +49,30 @@ class LibraryEntry(BaseModel):
     created_at: datetime
     proof: str | None = None  # the z3 verdict in one clause (proof_status.proof_sentence); None before the prover
 
+    @field_validator("name")
+    @classmethod
+    def _an_identifier(cls, name: str) -> str:
+        if not is_entry_name(name):  # it becomes a module, an import line in __init__.py and a function name
+            raise ValueError(f"{name!r} is not a library name (a Python identifier not starting with _)")
+        return name
+
+    @field_validator("params")
+    @classmethod
+    def _identifiers(cls, params: list[str]) -> list[str]:
+        if len(params) < 2 or not all(p.isidentifier() and not keyword.iskeyword(p) for p in params):
+            raise ValueError("params must be the remap's parameter names: pid, grid extents, the die count")
+        return params
+
+    @model_validator(mode="after")
+    def _source_defines_name(self) -> "LibraryEntry":
+        try:
+            tree = parse(self.source, MAX_SOURCE_CHARS)
+        except RemapRejected as exc:
+            raise ValueError(f"its source {exc.reason}") from None
+        if not any(isinstance(n, ast.FunctionDef) and n.name == self.name for n in tree.body):
+            raise ValueError(f"its source defines no function {self.name}")
+        return self
+
     @property
     def signature(self) -> HookSignature:
         return HookSignature(name=self.name, pid=self.params[0], grid_params=tuple(self.params[1:-1]),
@@ -73,23 +98,31 @@ class Library:
     def entries(self) -> list[LibraryEntry]:
         if not self.root.is_dir():
             return []
-        out = []
-        for path in sorted(self.root.glob("*.json")):
-            try:
-                out.append(LibraryEntry.model_validate_json(path.read_text()))
-            except ValidationError as exc:
-                raise LibraryError(f"{path} is not a library entry: {exc.errors()[0]['msg']}") from exc
-        return out
+        return [self._read(path) for path in sorted(self.root.glob("*.json"))]
 
     def get(self, name: str) -> LibraryEntry:
+        check_name(name)  # never a path: `apply ../x` stays in the library
         path = self.root / f"{name}.json"
         if not path.exists():
             known = ", ".join(e.name for e in self.entries()) or "none yet"
             raise LibraryError(f"no entry '{name}' in the library {self.root} (entries: {known}); "
                                f"add one with `swizzleperf export RUN --name {name}`")
-        return LibraryEntry.model_validate_json(path.read_text())
+        return self._read(path)
+
+    def _read(self, path: Path) -> LibraryEntry:
+        """An entry read back as untrusted input: one LibraryError line naming the file if it is not one."""
+        try:
+            entry = readback.read_model(path, LibraryEntry, "the library entry", inside=self.root)
+        except readback.StoredFileError as exc:
+            raise LibraryError(str(exc)) from None
+        except OSError as exc:
+            raise LibraryError(f"cannot read the library entry {path}: {exc.strerror}") from None
+        if entry.name != path.stem:
+            raise LibraryError(f"the library entry {path} is named '{entry.name}', not '{path.stem}'")
+        return entry
 
     def add(self, entry: LibraryEntry, replace: bool = False) -> Path:
+        check_name(entry.name)
         if (self.root / f"{entry.name}.json").exists() and not replace:
             raise LibraryError(f"the library already has '{entry.name}'; pick another --name or pass --force")
         self.root.mkdir(parents=True, exist_ok=True)
@@ -108,13 +141,24 @@ class Library:
         (self.root / "__init__.py").write_text("\n".join(lines))
 
 
+def is_entry_name(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
+
+
 def check_name(name: str) -> None:
-    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
-        raise LibraryError(f"'{name}' cannot be a library name: use a Python identifier such as softmax_rows_mi300x")
+    if not is_entry_name(name):
+        raise LibraryError(f"{echo(repr(name), 80)} cannot be a library name: use a Python identifier such as softmax_rows_mi300x")
+
+
+def _function(source: str, name: str) -> ast.FunctionDef:
+    fn = next((n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if fn is None:
+        raise LibraryError(f"the source defines no function {name}")
+    return fn
 
 
 def rename_function(source: str, old: str, new: str) -> str:
-    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == old)
+    fn = _function(source, old)
     lines = source_text.lines(source)  # the lines the parser numbered (not splitlines())
     i = fn.lineno - 1
     lines[i] = lines[i].replace(f"def {old}(", f"def {new}(", 1)
@@ -122,8 +166,7 @@ def rename_function(source: str, old: str, new: str) -> str:
 
 
 def function_source(module_text: str, name: str) -> str:
-    fn = next(n for n in ast.parse(module_text).body if isinstance(n, ast.FunctionDef) and n.name == name)
-    return source_text.function_text(module_text, fn)
+    return source_text.function_text(module_text, _function(module_text, name))
 
 
 def transplant(entry: LibraryEntry, hook: HookSignature, kernel_name: str) -> tuple[str, list[str]]:

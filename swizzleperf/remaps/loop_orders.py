@@ -31,6 +31,26 @@ def bind_local_tile(source: str, signature: LoopOrderSignature, value: int) -> s
     return ast.unparse(ast.fix_missing_locations(module)) + "\n"
 
 
+def symbolic_local_tile(source: str, signature: LoopOrderSignature) -> tuple[str, str]:
+    """The hook's text with `local_tile` read from a run-time size one above it (a prover's size is at least
+    1), so one proof covers every local tile: the text and that size's name (a syntax-tree rewrite)."""
+    module = untrusted.parse(source, MAX_SOURCE_CHARS)
+    fn = next((s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == signature.name), None)
+    if fn is None:
+        raise RemapRejected("static", f"no function {signature.name}(); define `{signature.render()}`")
+    check_signature(fn, signature.as_hook())
+    taken = {n.id for n in ast.walk(module) if isinstance(n, ast.Name)} | {a.arg for a in fn.args.args}
+    size = f"{signature.local_tile}_plus_one"
+    while size in taken:
+        size += "_"
+    next(a for a in fn.args.args if a.arg == signature.local_tile).arg = size
+    first = 1 if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else 0
+    bind = ast.Assign(targets=[ast.Name(signature.local_tile, ast.Store())],
+                      value=ast.BinOp(ast.Name(size, ast.Load()), ast.Sub(), ast.Constant(1)))
+    fn.body.insert(first, bind)
+    return ast.unparse(ast.fix_missing_locations(module)) + "\n", size
+
+
 def sawtooth(signature: LoopOrderSignature) -> str:
     """Forward on even local tiles, backward on odd ones: each scan starts on the blocks the program's
     previous scan ended on, which are still in the cache (Zhu, Pan, Ding: Sawtooth Wavefront Reordering)."""

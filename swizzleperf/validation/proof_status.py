@@ -61,6 +61,22 @@ def proof_sentence(verdict: ProofVerdict | None, grids_tested: int) -> str:
     return f"not proven for all grid sizes within the time budget ({verdict.reason}); tested on {grids_tested} grids"
 
 
+def unproven_reason(verdict: ProofVerdict | None, needed_programs: int) -> str | None:
+    """Why a verdict does not cover every grid of up to `needed_programs` programs (the kernel's largest
+    declared grid), or None where it does: what --allow-unproven is asked to accept."""
+    if verdict is None:
+        return f"nothing beyond the sampled grids is proven: {INSTALL_NOTE}"
+    if verdict.status == "proven" and verdict.max_programs >= needed_programs:
+        return None
+    if verdict.status == "proven" or verdict.proven_max_programs:
+        bound = verdict.max_programs if verdict.status == "proven" else verdict.proven_max_programs
+        if bound >= needed_programs:
+            return None
+        return (f"proven only for grids of up to {bound:,} programs, fewer than the kernel's largest declared grid "
+                f"({needed_programs:,})")
+    return f"not proven for every grid within the time budget ({verdict.reason})"
+
+
 def _how_cut(method: str) -> str:
     """How a proof was cut, without the timings: the method's first clause, and a split by cases inside a part
     ("in two halves through `lid`, the order by cases on `pid < rounds_end`")."""

@@ -1,6 +1,6 @@
 """`swizzleperf export`: the best remap of a finished run, kept as a library entry.
 
-The run directory is read back (run.json, attempts.jsonl, best/remap.py) and the entry records where
+The run directory is read back (run.json, attempts.jsonl) and the entry records where
 the remap came from, its numbers and the grids it was proven bijective on.
 """
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from swizzleperf.errors import ContractError, RunError
-from swizzleperf.kernel.contract import HookSignature, load_kernel
+from swizzleperf.errors import RunError
+from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.loop.artifacts import provenance, with_docstring
+from swizzleperf.loop.reverify import run_kernel, verified_best
 from swizzleperf.loop.rundir import RunDir, find_run
 from swizzleperf.remaps.library import Library, LibraryEntry, check_name, function_source, rename_function
 
@@ -19,18 +21,16 @@ def export_run(run_ref: str, name: str, library: Path | None, runs_dir: Path,
                replace: bool = False) -> tuple[Library, LibraryEntry, Path]:
     """Store the best remap of the run `run_ref` (a path, an id or `latest`) as library entry `name`."""
     run = RunDir.open(find_run(run_ref, runs_dir))
-    if not Path(run.record.kernel.path).exists():
-        raise ContractError(f"the run's kernel {run.record.kernel.path} no longer exists; its hook signature is needed")
     lib = Library(library)
-    entry = entry_from_run(run, name, load_kernel(run.record.kernel.path).hook)
+    entry = entry_from_run(run, name, run_kernel(run))
     return lib, entry, lib.add(entry, replace=replace)
 
 
-def entry_from_run(run: RunDir, name: str, kernel_hook: HookSignature) -> LibraryEntry:
-    """The best attempt of a finished run, as a library entry named `name`."""
+def entry_from_run(run: RunDir, name: str, kernel: KernelFile) -> LibraryEntry:
+    """The best attempt of a finished run, as a library entry named `name`: its source checked again first
+    (loop.reverify), as the run directory is read back from disk."""
     check_name(name)
-    history = run.load_history()
-    best = history.best()
+    best = verified_best(run, kernel, run.load_history())
     if best is None or best.report is None:
         raise RunError(f"run {run.record.run_id} has no accepted attempt to export")
     if best.origin == "baseline":
@@ -38,9 +38,8 @@ def entry_from_run(run: RunDir, name: str, kernel_hook: HookSignature) -> Librar
     bij = next((s for s in best.stages if s.stage == "bijectivity"), None)
     grids = [list(g) for g in (bij.data or {}).get("grids", [])] if bij else []
     proof = (bij.data or {}).get("proof_text") if bij else None
-    rec = run.record
-    best_file = run.best_dir / "remap.py"
-    source = function_source(best_file.read_text(), kernel_hook.name) if best_file.exists() else best.source
+    rec, kernel_hook = run.record, kernel.hook
+    source = function_source(with_docstring(best.source, provenance(run, best)), kernel_hook.name)
     return LibraryEntry(
         name=name, family=best.family, params=list(kernel_hook.params), ndim=kernel_hook.ndim,
         source=rename_function(source, kernel_hook.name, name), kernel=rec.kernel.name,

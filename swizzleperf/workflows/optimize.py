@@ -15,10 +15,11 @@ from pathlib import Path
 from swizzleperf.errors import ContractError
 from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.kernel.contract import KernelFile, find_kernel, load_kernel
-from swizzleperf.loop.driver import DEFAULT_BATCH, LoopSettings, Observer, finish, reopen_kernel, run_loop, start_run
+from swizzleperf.loop.driver import DEFAULT_BATCH, LoopSettings, Observer, finish, run_loop, start_run
 from swizzleperf.loop.executors import Executor, make_executor
 from swizzleperf.loop.history import History
 from swizzleperf.loop.pipeline import CandidateEvaluator
+from swizzleperf.loop.reverify import run_kernel, verified_best
 from swizzleperf.loop.rundir import RunDir, find_run
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.profilers.select import select_profiler
@@ -51,6 +52,7 @@ class OptimizeRequest:
     batch: int = DEFAULT_BATCH  # proposals per snapshot of the history (a resumed run keeps its own)
     workers: int | None = 1  # None: one per core (default_workers()); 1: in this process
     ray: str | None = None  # 'auto' or a cluster address: evaluate on Ray instead
+    allow_unproven: bool = False  # accept remaps whose proof does not cover the declared grids (marked so)
 
 
 @dataclass
@@ -76,7 +78,7 @@ def open_run(request: OptimizeRequest, on_capture: Callable[[int, int], None] | 
 
 def _resumed_run(request: OptimizeRequest, on_capture) -> OpenedRun:
     run = RunDir.open(find_run(request.resume, request.runs_dir))
-    kernel = reopen_kernel(run)
+    kernel = run_kernel(run, find_kernel(request.kernel_path) if request.kernel_path else None)
     rec = run.record
     profiler, _ = select_profiler(rec.profiler, rec.hardware, progress=on_capture)
     proposer = make_proposer(rec.proposer, rec.seed, rec.proposer_options)
@@ -105,7 +107,8 @@ def _new_run(request: OptimizeRequest, on_capture, say: Callable[[str], None]) -
     proposer = make_proposer(proposer_name, request.seed, options)
     run = start_run(request.runs_dir, kernel, size, spec, hw_why, profiler, prof_why, proposer, options,
                     LoopSettings(iterations=request.iterations, patience=request.patience, seed=request.seed,
-                                 stop_at_ceiling=request.stop_at_ceiling, batch=request.batch))
+                                 stop_at_ceiling=request.stop_at_ceiling, batch=request.batch,
+                                 allow_unproven=request.allow_unproven))
     return OpenedRun(run, kernel, profiler, proposer, resumed=False, hardware_reason=hw_why,
                      profiler_reason=prof_why)
 
@@ -117,7 +120,9 @@ def drive(opened: OpenedRun, executor: Executor, history: History, observer: Obs
     passes through untouched: the caller says what it means."""
     run, kernel = opened.run, opened.kernel
     rec = run.record
-    evaluator = CandidateEvaluator(kernel, rec.hardware, opened.profiler, rec.size)
+    evaluator = CandidateEvaluator(kernel, rec.hardware, opened.profiler, rec.size, allow_unproven=rec.allow_unproven)
+    if opened.resumed:
+        verified_best(run, kernel, history)  # the stop rules read the best: a forged record must not set it
     try:
         run_loop(run, kernel, opened.proposer, evaluator, history, observer, should_stop=should_stop,
                  executor=executor)
@@ -157,5 +162,9 @@ def write_best(run: RunDir, kernel: KernelFile) -> str:
 
 
 def resume_command(run: RunDir) -> str:
-    """The exact command that continues `run`, for a shell in this directory."""
-    return f"swizzleperf optimize --resume {shlex.quote(str(run.path))}"
+    """The exact command that continues `run`, for a shell in this directory (naming the kernel where
+    run_kernel would not take the recorded path on its own)."""
+    kernel = Path(run.record.kernel.path)
+    places = (Path.cwd().resolve(), run.path.resolve().parent.parent)
+    named = "" if any(p in kernel.parents for p in places) else f"{shlex.quote(str(kernel))} "
+    return f"swizzleperf optimize {named}--resume {shlex.quote(str(run.path))}"

@@ -49,7 +49,7 @@ def softmax_run(tmp_path_factory):
 def library(softmax_run, tmp_path):
     run, kernel = softmax_run
     lib = Library(tmp_path / "swizzles")
-    lib.add(entry_from_run(run, "softmax_rows_mi300x", kernel.hook))
+    lib.add(entry_from_run(run, "softmax_rows_mi300x", kernel))
     return lib
 
 
@@ -77,14 +77,14 @@ def test_export_writes_an_importable_package_with_provenance(softmax_run, librar
 def test_export_refuses_bad_names_and_runs_without_an_improvement(softmax_run, tmp_path):
     run, kernel = softmax_run
     with pytest.raises(LibraryError, match="Python identifier"):
-        entry_from_run(run, "my-remap", kernel.hook)
+        entry_from_run(run, "my-remap", kernel)
     hw = PRESETS["mi300x"]
     profiler = SimProfiler(hw, cache_dir=tmp_path / "cache")
     proposer = ScriptedProposer(["not a remap at all"])
     flat = start_run(tmp_path / "runs", kernel, "tiny", hw, "test", profiler, "test", proposer, {}, LoopSettings())
     run_loop(flat, kernel, proposer, CandidateEvaluator(kernel, hw, profiler, "tiny"), flat.load_history(), Observer())
     with pytest.raises(RunError, match="nothing to export"):
-        entry_from_run(flat, "x", kernel.hook)
+        entry_from_run(flat, "x", kernel)
 
 
 def test_apply_to_layernorm_passes_bijectivity_and_correctness(library, tmp_path):

@@ -44,11 +44,10 @@ def test_a_fork_past_its_time_limit_is_killed_and_the_server_serves_the_next_cal
     assert probe()["ppid"] == server
 
 
-def test_a_process_keeps_few_servers_the_least_recently_used_closed(monkeypatch):
+def test_a_process_keeps_few_servers_the_least_recently_used_closed():
     servers = []
-    for n in range(forkserver._MOST_SERVERS + 1):  # the environment is part of a server's key
-        monkeypatch.setenv("SWIZZLEPERF_PROBE_N", str(n))
-        servers.append(probe()["ppid"])
+    for n in range(forkserver._MOST_SERVERS + 1):  # the environment (here its thread counts) is part of the key
+        servers.append(probe(confinement=Confinement(threads=n + 1))["ppid"])
     assert len(set(servers)) == len(servers) and len(forkserver._servers) == forkserver._MOST_SERVERS
     with pytest.raises(ProcessLookupError):
         os.kill(servers[0], 0)  # closed and reaped

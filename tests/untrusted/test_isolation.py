@@ -35,7 +35,8 @@ def probe(confinement: Confinement | None = None, timeout: float = 60, **payload
 
 def test_the_child_environment_is_an_allowlist_without_provider_keys(monkeypatch):
     secrets = {"OPENAI_API_KEY": "sk-fake", "ANTHROPIC_API_KEY": "fake", "SWIZZLEPERF_SERVICE_TOKEN": "t",
-               "HF_TOKEN": "t", "MY_SECRET": "s", "AWS_SESSION_TOKEN": "t", "CUDA_AUTH_KEY": "k"}
+               "HF_TOKEN": "t", "MY_SECRET": "s", "AWS_SESSION_TOKEN": "t", "CUDA_AUTH_KEY": "k",
+               "SWIZZLEPERF_BEARER": "b", "TRITON_CACHE_PASS": "p", "CUDA_HOOK_URL": "u", "TRITON_REDIS_HOST": "h"}
     kept = {"SWIZZLEPERF_CACHE": "/tmp/cache", "TRITON_CACHE_DIR": "/tmp/triton", "CUDA_VISIBLE_DEVICES": "0",
             "HIP_VISIBLE_DEVICES": "0", "LANG": "C.UTF-8"}
     for name, value in {**secrets, **kept, "UNRELATED_SETTING": "x", "PYTHONPATH": "/elsewhere"}.items():

@@ -21,9 +21,20 @@ def check(source: str):
 def test_cyclic_and_sawtooth_permute_the_steps_for_every_trip_count(source):
     report = check(source)
     assert report.ok and report.local_tiles == list(LOCAL_TILES)
-    assert all(c.proof.status == "proven" for c in report.checks)
-    assert report.message == ("a permutation of the steps for local tiles 0-7 on all 9 sampled trip counts; "
-                              "proven for every trip count up to 2,147,483,647 (z3)")
+    assert report.every_tile.status == "proven" and all(c.proof is None for c in report.checks)  # one proof for all
+    assert report.message == ("a permutation of the steps for every local tile and every trip count up to "
+                              "2,147,483,647 (z3); sampled on local tiles 0-7")
+
+
+@pytest.mark.parametrize("condition,tile", [
+    ("local_tile == 9", 9), ("local_tile >= 8", 8), ("local_tile % 16 == 12", 12), ("local_tile >= 1000", 1000)])
+def test_a_hook_that_breaks_only_past_the_sampled_local_tiles_is_refuted_by_the_proof(condition, tile):
+    """The sampled tiles 0-7 all pass; the proof over every local tile names the one that does not."""
+    report = check(HOOK.format(f"return tl.where({condition}, 0, step)"))
+    assert all(c.ok for c in report.checks) and report.every_tile.status == "counterexample"
+    assert not report.ok
+    assert report.message.startswith(f"with local_tile = {tile}: collision with ")
+    assert report.message.endswith("(z3, over every local tile)")
 
 
 def test_a_hook_that_folds_a_block_twice_on_some_local_tiles_is_caught_there():

@@ -84,3 +84,44 @@ def test_a_part_proven_by_cases_is_named_after_the_cut():
     sentence = proof_status.proof_sentence(PROVEN.model_copy(update={"method": method}), 3)
     assert sentence.endswith("16; in two halves through `lid`, the order by cases on `pid < rounds_end`)")
     assert " s," not in sentence  # no timings: the sentence is the same on every machine
+
+
+@pytest.mark.parametrize("verdict, needed, reason", [
+    (PROVEN, 2 ** 31 - 1, None),
+    (LIMITED, 1000, None),  # proven up to 1,023 programs: covers a kernel whose largest grid has 1,000
+    (LIMITED, 2048, "proven only for grids of up to 1,023 programs, fewer than the kernel's largest declared grid "
+                    "(2,048)"),
+    (TIMEOUT, 16, "not proven for every grid within the time budget (z3 could not decide X)"),
+    (None, 16, "nothing beyond the sampled grids is proven: "),
+])
+def test_a_proof_is_enough_only_when_it_covers_the_kernels_declared_grids(verdict, needed, reason):
+    said = proof_status.unproven_reason(verdict, needed)
+    assert said == reason if reason is None or verdict is not None else said.startswith(reason)
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_an_unproven_remap_needs_allow_unproven_and_is_marked_so(monkeypatch, allow):
+    from pathlib import Path
+
+    from swizzleperf.hardware.presets import PRESETS
+    from swizzleperf.kernel.contract import load_kernel
+    from swizzleperf.loop.pipeline import CandidateEvaluator
+    from swizzleperf.records.proposal import Proposal
+
+    kernel = load_kernel(Path(__file__).resolve().parents[2] / "kernels" / "softmax.py")
+    monkeypatch.setattr(proof_status, "prove_remap", lambda *args, **kwargs: TIMEOUT)  # z3 could not decide
+    evaluator = CandidateEvaluator(kernel, PRESETS["mi300x"], None, kernel.default_size, allow_unproven=allow)
+    reversed_order = IDENTITY.replace("return pid", "return num_pids - 1 - pid")
+    attempt = evaluator.evaluate(Proposal(source=reversed_order, family="reversed", origin="search"), 1,
+                                 until="bijectivity")
+    stage = attempt.stages[-1]
+    assert stage.stage == "bijectivity" and stage.ok is allow
+    if allow:
+        assert stage.detail.startswith("UNPROVEN, accepted with --allow-unproven: not proven for every grid within "
+                                       "the time budget (z3 could not decide X); bijective on all ")
+    else:
+        assert stage.detail.startswith("not proven for every grid within the time budget (z3 could not decide X); "
+                                       "--allow-unproven accepts it on its sampled grids (bijective on all ")
+    own = evaluator.evaluate(Proposal(source=kernel.hook_source, family="own", origin="baseline"), 0,
+                             until="bijectivity")
+    assert own.stages[-1].ok and "UNPROVEN" not in own.stages[-1].detail  # the kernel's own hook is as it is

@@ -9,7 +9,6 @@ of a literal, one function definition of that name) and anything else is refused
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -17,6 +16,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from swizzleperf.errors import CaptureError
+from swizzleperf.untrusted import readback
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
           "float8_e5m2fnuz", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
@@ -213,11 +213,11 @@ class LaunchRecord(_Strict):
 def read(path: Path) -> LaunchRecord:
     """A launch record from `path`, or CaptureError with one line saying what is wrong."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = readback.read_json(path, "the launch record", inside=path.resolve().parent)
     except OSError as exc:
         raise CaptureError(f"cannot read the launch record {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CaptureError(f"{path} is not a JSON launch record: {exc}") from None
+    except readback.StoredFileError as exc:
+        raise CaptureError(str(exc)) from None
     return parse(data, str(path))
 
 

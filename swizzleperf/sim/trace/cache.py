@@ -9,13 +9,13 @@ alone is larger than the bound.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from swizzleperf.sim import settings
+from swizzleperf.untrusted import readback
 
 DATA_SUFFIXES = (".runs", ".npz")
 
@@ -45,9 +45,10 @@ def entries(root: Path) -> list[Entry]:
         if data is None:
             continue
         try:
-            info = json.loads(meta.read_text())
-        except (OSError, json.JSONDecodeError):
+            info = readback.read_json(meta, "the trace metadata")
+        except (OSError, readback.StoredFileError):
             info = {}
+        info = info if isinstance(info, dict) else {}
         try:
             stat = data.stat()
             size = stat.st_size + meta.stat().st_size

@@ -185,6 +185,40 @@ class Gathered:
     prog_hi: np.ndarray
 
 
+_DTYPES = {np.dtype(t).str for _, t in COLUMNS} | {np.dtype(np.int64).str}
+
+
+def _checked_header(header, file_bytes: int) -> dict:
+    """The header of a trace read back from disk (untrusted: the cache is anyone's directory): every
+    column inside the file, of a dtype the writer uses; ValueError saying what is wrong."""
+    if not isinstance(header, dict) or not isinstance(header.get("layout"), dict):
+        raise ValueError("its header is not a trace header")
+    for name in ("line_bytes", "num_programs", "num_events", "num_accesses"):
+        if type(header.get(name)) is not int or header[name] < 0:
+            raise ValueError(f"its header's {name} is not a count")
+    sector = header.get("sector_bytes")
+    for size in (header["line_bytes"], sector or header["line_bytes"]):
+        if not 0 < size <= 1024 or size & (size - 1):
+            raise ValueError(f"its header's line or sector size {size} is not a power of two up to 1024")
+    for name in (*(c for c, _ in COLUMNS), *INDEX, "iv_lo", "iv_hi"):
+        entry = header["layout"].get(name)
+        if (not isinstance(entry, list) or len(entry) != 3 or type(entry[0]) is not int or type(entry[1]) is not int
+                or entry[2] not in _DTYPES or entry[0] < HEADER_BYTES or entry[1] < 0
+                or entry[0] + entry[1] * np.dtype(entry[2]).itemsize > file_bytes):
+            raise ValueError(f"its column {name} does not lie inside the file")
+    if any(header["layout"][k][1] != header["num_programs"] for k in INDEX):
+        raise ValueError("its per-program index does not have one entry per program")
+    return header
+
+
+def _check_index(index: dict, layout: dict) -> None:
+    """Every program's runs and events inside their columns."""
+    for lo, n, column in (("run_lo", "nruns", "starts"), ("ev_lo", "nev", "ev_runs")):
+        if index[lo].size and (index[lo].min() < 0 or index[n].min() < 0
+                               or (index[lo] + index[n]).max() > layout[column][1]):
+            raise ValueError(f"its index points outside the {column} column")
+
+
 class RunFile:
     """A trace file, open for reading programs (the index and intervals stay in memory)."""
 
@@ -195,10 +229,11 @@ class RunFile:
             head = self._f.read(HEADER_BYTES)
             if head[:len(MAGIC)] != MAGIC:
                 raise ValueError("not a swizzleperf run trace")
-            self.header = json.loads(head[len(MAGIC):].rstrip(b" \0"))
+            self.header = _checked_header(json.loads(head[len(MAGIC):].rstrip(b" \0")), os.fstat(self._f.fileno()).st_size)
             self.index = {k: self._read(k, 0, self.header["layout"][k][1]) for k in (*INDEX, "iv_lo", "iv_hi")}
-        except (OSError, ValueError, KeyError) as exc:
-            raise TraceCaptureError(f"cannot read trace {path}: {exc}; delete it to capture again") from exc
+            _check_index(self.index, self.header["layout"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise TraceCaptureError(f"cannot read trace {path}: {exc}; delete it to capture again") from None
         lengths = self.index["iv_hi"] - self.index["iv_lo"]
         self.iv_base = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         self.unique_lines = int(lengths.sum())

@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from swizzleperf.errors import TraceCaptureError
+from swizzleperf.untrusted import readback
 
 TRACE_FORMAT_VERSION = 3  # 3: each event's site
 
@@ -174,7 +175,11 @@ class TraceMeta(BaseModel):
 
     @classmethod
     def read(cls, trace_path: Path) -> TraceMeta:
-        return cls.model_validate_json(meta_path(Path(trace_path)).read_text())
+        """The metadata beside a trace, read back as untrusted input (untrusted.readback)."""
+        try:
+            return readback.read_model(meta_path(Path(trace_path)), cls, "the trace metadata")
+        except readback.StoredFileError as exc:
+            raise TraceCaptureError(f"{exc}; delete it to capture again") from None
 
 
 def meta_path(trace_path: Path) -> Path:

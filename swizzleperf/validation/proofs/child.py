@@ -17,12 +17,14 @@ def prove_child(payload: dict, workdir: Path) -> dict:
     import z3
 
     from swizzleperf.kernel.contract import HookSignature
+    from swizzleperf.validation.proofs.encoding import SizedHook
     from swizzleperf.validation.proofs.entry import prove_in_process
 
     z3.set_param("memory_max_size", Z3_MEMORY_MB)
     spec = payload["hook"]
-    hook = HookSignature(name=spec["name"], pid=spec["pid"], grid_params=tuple(spec["grid_params"]),
-                         constexprs=tuple(spec["constexprs"]))
+    fields = dict(name=spec["name"], pid=spec["pid"], grid_params=tuple(spec["grid_params"]),
+                  constexprs=tuple(spec["constexprs"]))
+    hook = SizedHook(**fields, sizes=tuple(spec["sizes"])) if spec.get("sizes") else HookSignature(**fields)
     verdict = prove_in_process(payload["source"], hook, payload["die_counts"], float(payload["time_limit_s"]),
                                int(payload["max_programs"]))
     return verdict.model_dump(mode="json")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.validation.proofs.backends import UNDEFINED, ConcreteBackend, Violation
@@ -29,6 +29,7 @@ class Run:
     pid: int
     logical: tuple[int, ...]
     events: list[Violation]
+    sizes: dict[str, int] = field(default_factory=dict)  # a SizedHook's run-time sizes, by name
 
     @property
     def total(self) -> int:
@@ -50,7 +51,7 @@ def evaluate_program(fn: ast.FunctionDef, hook: HookSignature, constexprs: dict[
     inputs = {hook.pid: pid, **dict(zip(hook.grid_params, grid)), **dict(zip(sizes_of(hook), sizes))}
     executor = Executor(fn, hook, backend, inputs, constexprs)
     logical = tuple(int(v) for v in executor.outputs())
-    return Run(tuple(grid), pid, logical, backend.violations)
+    return Run(tuple(grid), pid, logical, backend.violations, dict(zip(sizes_of(hook), map(int, sizes))))
 
 
 def _grid_text(grid: tuple[int, ...]) -> str:
@@ -61,8 +62,8 @@ def _index_text(index: tuple[int, ...]) -> str:
     return str(index[0]) if len(index) == 1 else "(" + ", ".join(map(str, index)) + ")"
 
 
-def _dies_text(constexprs: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in constexprs.items())
+def _dies_text(constexprs: dict[str, int], sizes: dict[str, int] | None = None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in {**(sizes or {}), **constexprs}.items())
 
 
 def undefined(run: Run, constexprs: dict[str, int]) -> Counterexample | None:
@@ -72,8 +73,8 @@ def undefined(run: Run, constexprs: dict[str, int]) -> Counterexample | None:
         return None
     line = event.node[0]
     return Counterexample(
-        kind="undefined", grid=run.grid, constexprs=constexprs, programs=[run.pid], line=line,
-        message=f"grid {_grid_text(run.grid)} with {_dies_text(constexprs)}: program {run.pid} "
+        kind="undefined", grid=run.grid, constexprs=constexprs, programs=[run.pid], line=line, sizes=run.sizes,
+        message=f"grid {_grid_text(run.grid)} with {_dies_text(constexprs, run.sizes)}: program {run.pid} "
                 f"{_WHAT[event.kind]} ({event.detail}) at line {line}")
 
 
@@ -95,7 +96,8 @@ def out_of_range(run: Run, constexprs: dict[str, int]) -> Counterexample | None:
         return None
     return Counterexample(
         kind="out_of_range", grid=run.grid, constexprs=constexprs, programs=[run.pid], logical=run.logical,
-        message=f"grid {_grid_text(run.grid)} with {_dies_text(constexprs)}: program {run.pid} maps to "
+        sizes=run.sizes,
+        message=f"grid {_grid_text(run.grid)} with {_dies_text(constexprs, run.sizes)}: program {run.pid} maps to "
                 f"{_index_text(run.logical)}, outside the grid")
 
 
@@ -105,7 +107,8 @@ def collision(a: Run, b: Run, constexprs: dict[str, int]) -> Counterexample | No
         return None
     return Counterexample(
         kind="collision", grid=a.grid, constexprs=constexprs, programs=sorted([a.pid, b.pid]), logical=a.logical,
-        message=f"grid {_grid_text(a.grid)} with {_dies_text(constexprs)}: programs {min(a.pid, b.pid)} and "
+        sizes=a.sizes,
+        message=f"grid {_grid_text(a.grid)} with {_dies_text(constexprs, a.sizes)}: programs {min(a.pid, b.pid)} and "
                 f"{max(a.pid, b.pid)} both map to {_index_text(a.logical)} (of {math.prod(a.grid):,} programs)")
 
 

@@ -77,7 +77,8 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
                               file_mb=16, network=False, threads=1)
     payload = {"source": hook_source, "hook": {"name": signature.name, "pid": signature.pid,
                                                "grid_params": list(signature.grid_params),
-                                               "constexprs": list(signature.constexprs)},
+                                               "constexprs": list(signature.constexprs),
+                                               "sizes": list(getattr(signature, "sizes", ()))},  # a SizedHook's
                "die_counts": dies, "time_limit_s": time_limit_s, "max_programs": max_programs}
     try:
         result = run_in_child("swizzleperf.validation.proofs.child:prove_child", payload, wall_s,

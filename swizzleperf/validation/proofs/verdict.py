@@ -33,6 +33,8 @@ class Counterexample(BaseModel):
     programs: list[int] = Field(description="launch ids: two for a collision, one otherwise")
     logical: tuple[int, ...] | None = Field(None, description="where the programs map (None when undefined)")
     line: int | None = Field(None, description="the hook's line with the undefined operation")
+    sizes: dict[str, int] = Field(default_factory=dict, description="the run-time sizes of a hook that reads "
+                                                                    "some beside its grid (a loop order's local tile)")
     message: str
 
 

@@ -19,9 +19,10 @@ from swizzleperf.errors import ContractError, SwizzlePerfError
 from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KERNELS_DIR, find_kernel, load_kernel
-from swizzleperf.loop.driver import DEFAULT_BATCH, reopen_kernel
+from swizzleperf.loop.driver import DEFAULT_BATCH
 from swizzleperf.loop.executors import Executor, InProcess
 from swizzleperf.loop.executors.base import placed_gpu
+from swizzleperf.loop.reverify import run_kernel
 from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.select import select_profiler
 from swizzleperf.validation.correctness import default_device
@@ -123,7 +124,7 @@ def bench_kernel(path: Path, request: BenchRequest, hw: HardwareSpec, profiler_n
     result = summarise_run(run, path, time.perf_counter() - t0)
     result.started_at, result.gpu = started_at, gpu
     t1 = time.perf_counter()
-    kernel, history, size = reopen_kernel(run), run.load_history(), run.record.size
+    kernel, history, size = run_kernel(run, path), run.load_history(), run.record.size
     budget = None
     if profiler_name == "sim":
         budget = SimBudget(max_accesses=request.max_sim_accesses, reference_size=size,

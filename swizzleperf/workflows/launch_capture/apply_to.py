@@ -14,6 +14,7 @@ from pathlib import Path
 
 from swizzleperf.errors import CaptureError, RunError
 from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.loop.reverify import run_kernel
 from swizzleperf.loop.rundir import RunDir, find_run
 from swizzleperf.remaps.library import Library, LibraryEntry
 from swizzleperf.workflows.export import entry_from_run
@@ -37,10 +38,9 @@ class Source:
 
 def _from_run(path: Path) -> Source:
     run = RunDir.open(path)
-    kernel_file = Path(run.record.kernel.path)
-    if not kernel_file.exists():
-        raise CaptureError(f"the run's kernel file {kernel_file} no longer exists; it says which kernel to patch")
-    entry = entry_from_run(run, "remap_pid", load_kernel(kernel_file).hook)
+    kernel = run_kernel(run)
+    kernel_file = kernel.path
+    entry = entry_from_run(run, "remap_pid", kernel)
     what = (f"{entry.family}: found by swizzleperf run {run.record.run_id}, L2 read hit {entry.hit_pct:.2f}% "
             f"({entry.numbers_from}) vs {entry.baseline_hit_pct:.2f}% for the kernel's own order on {entry.hardware}")
     launches = kernel_file.with_suffix(".launches.json")

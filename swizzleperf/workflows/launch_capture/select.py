@@ -9,6 +9,7 @@ from pathlib import Path
 from swizzleperf.errors import CaptureError
 from swizzleperf.kernel.launches import launch_record
 from swizzleperf.kernel.launches.launch_record import LaunchRecord
+from swizzleperf.untrusted import readback
 from swizzleperf.workflows.launch_capture.session import by_kernel
 
 
@@ -82,11 +83,11 @@ def write_records(records: list[LaunchRecord], command: list[str], cwd: Path, re
 def read_records(path: Path) -> Launches:
     """A `.launches.json` read back (untrusted: each field and launch checked)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = readback.read_json(path, "the launches file", inside=path.resolve().parent)
     except OSError as exc:
-        raise CaptureError(f"cannot read {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CaptureError(f"{path} is not JSON: {exc}") from None
+        raise CaptureError(f"cannot read the launches file {path}: {exc.strerror}") from None
+    except readback.StoredFileError as exc:
+        raise CaptureError(str(exc)) from None
     if not (isinstance(data, dict) and isinstance(data.get("command"), list) and data["command"]
             and all(isinstance(a, str) for a in data["command"]) and isinstance(data.get("cwd"), str)
             and type(data.get("returncode", 0)) is int and isinstance(data.get("launches"), list)

@@ -50,7 +50,7 @@ def test_a_good_record_reads_back(tmp_path):
 
 
 def test_not_json_is_one_line(tmp_path):
-    with pytest.raises(CaptureError, match=r"launch.json is not a JSON launch record: Expecting property name"):
+    with pytest.raises(CaptureError, match=r"launch.json is not valid JSON \(Expecting property name"):
         _read(tmp_path, "{not json")
 
 
