@@ -120,23 +120,23 @@ def load_spec_file(path: Path) -> HardwareSpec:
 
 def _yaml(text: str, path: Path):
     """YAML at most readback.MAX_NESTING deep (the parser recurses) and without aliases (a few lines of
-    them expand to gigabytes)."""
+    them expand to gigabytes) or tags outside safe YAML."""
     try:
         events = list(yaml.parse(text, Loader=yaml.SafeLoader))
+        depth = deepest = 0
+        for event in events:
+            if isinstance(event, yaml.AliasEvent):
+                raise HardwareSpecError(f"{path} uses a YAML alias (*{event.anchor}); write the values out")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                deepest = max(deepest, depth)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        if deepest > readback.MAX_NESTING:
+            raise HardwareSpecError(f"{path} nests {deepest:,} levels deep; the limit is {readback.MAX_NESTING}")
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise HardwareSpecError(f"{path} is not valid YAML: {echo(str(exc), 200)}") from None
-    depth = deepest = 0
-    for event in events:
-        if isinstance(event, yaml.AliasEvent):
-            raise HardwareSpecError(f"{path} uses a YAML alias (*{event.anchor}); write the values out")
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-    if deepest > readback.MAX_NESTING:
-        raise HardwareSpecError(f"{path} nests {deepest:,} levels deep; the limit is {readback.MAX_NESTING}")
-    return yaml.safe_load(text)
+        raise HardwareSpecError(f"{path} is not valid YAML: {echo(' '.join(str(exc).split()), 200)}") from None
 
 
 def _problem_text(error: dict) -> str:

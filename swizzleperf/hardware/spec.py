@@ -71,7 +71,7 @@ class HardwareSpec(BaseModel):
     vendor: Literal["amd", "nvidia", "other"]
     num_domains: int = Field(ge=1, le=64, description="L2 domains: XCDs on AMD, 1 on NVIDIA (one shared L2)")
     cus_per_domain: int = Field(ge=1, le=1024, description="compute units (AMD) or SMs (NVIDIA) per domain")
-    l2_bytes_per_domain: int = Field(ge=KiB, le=GiB, description="1 KB to 1 GB")
+    l2_bytes_per_domain: int = Field(ge=16, le=GiB, description="up to 1 GB (a few lines: the tests' oracles)")
     line_bytes: int = Field(128, ge=16, le=1024, description="a power of two, 16 B to 1 KB")
     sector_bytes: int | None = Field(
         None, gt=0, le=1024, description="L2 lookup and fill granularity (NVIDIA: 32-byte sectors of a 128-byte line); "

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from swizzleperf.errors import LibraryError, RemapRejected
 from swizzleperf.kernel.contract import HookSignature
+from swizzleperf.remaps.check import static_check
 from swizzleperf.remaps.fit import adapt_to_hook
 from swizzleperf.untrusted import readback, source_text
 from swizzleperf.untrusted.parse import MAX_SOURCE_CHARS, echo, parse
@@ -64,13 +65,15 @@ class LibraryEntry(BaseModel):
         return params
 
     @model_validator(mode="after")
-    def _source_defines_name(self) -> "LibraryEntry":
+    def _source_is_the_remap_alone(self) -> "LibraryEntry":
+        """The source becomes a module that `from <library> import NAME` runs: one function, nothing else."""
         try:
             tree = parse(self.source, MAX_SOURCE_CHARS)
+            if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != self.name:
+                raise ValueError(f"its source must be the function {self.name} and nothing else")
+            static_check(self.source, self.signature)
         except RemapRejected as exc:
             raise ValueError(f"its source {exc.reason}") from None
-        if not any(isinstance(n, ast.FunctionDef) and n.name == self.name for n in tree.body):
-            raise ValueError(f"its source defines no function {self.name}")
         return self
 
     @property

@@ -26,6 +26,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 MB = 1024 * 1024
+# One memory policy for every child that runs on the CPU (the bijectivity check, the prover, the
+# interpreter's correctness check, the capture's replay): 8 GB of address space. The largest is the
+# interpreter with torch and Triton loaded (about 1 GB of address space, 330 MB resident, for the suite's
+# kernels); the evaluator works in chunks of programs (its memory does not grow with the grid) and z3 is
+# told to stop at 1.5 GB, so the cap is what bounds a hostile candidate. A child that drives a GPU has no
+# address-space cap (the driver reserves terabytes of it), only CPU time and file size.
+CPU_CHILD_MEMORY_MB = 8192
 # Exact names, no prefixes: a prefix lets any TRITON_CACHE_PASS or SWIZZLEPERF_BEARER through.
 _ALLOWED_NAMES = frozenset({
     # the process

@@ -20,13 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from swizzleperf.errors import ChildSetupError, RemapRejected, SandboxError
 from swizzleperf.kernel.contract import HookSignature
 from swizzleperf.remaps.check import static_check
-from swizzleperf.untrusted.isolation import Confinement
+from swizzleperf.untrusted.isolation import CPU_CHILD_MEMORY_MB, Confinement
 from swizzleperf.untrusted.sandbox import run_in_child
 from swizzleperf.validation.proofs.verdict import ProofVerdict
 
 # The evaluating child's address-space limit: the suite's hooks peak at 190-225 MB on their ~1M-program
 # grids (70-106 MB resident), so this leaves room for many intermediates and keeps any candidate under 1 GB.
-CHECK_MEMORY_MB = 1024
 
 _PRIMES = (97, 1009, 65537)
 _LARGE_1D = 1_000_003  # prime, ~1M programs
@@ -156,7 +155,7 @@ def _evaluate_in_child(source: str, hook: HookSignature, grids: list[tuple[int, 
         raise ValueError(f"grids {bad} do not fit {hook.render()}: each needs {hook.ndim} positive extent(s)")
     payload = {"source": source, "hook": _hook_payload(hook), "grids": [list(g) for g in grids],
                "constexprs": {k: int(v) for k, v in constexprs.items()}}
-    confinement = Confinement(memory_mb=CHECK_MEMORY_MB, cpu_s=timeout + 10, file_mb=256, network=False, threads=1)
+    confinement = Confinement(memory_mb=CPU_CHILD_MEMORY_MB, cpu_s=timeout + 10, file_mb=256, network=False, threads=1)
     result = run_in_child("swizzleperf.remaps.evaluate.evaluator:evaluate_grids_child", payload, timeout, what=what,
                           confinement=confinement)
     arrays = []

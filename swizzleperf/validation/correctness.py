@@ -31,14 +31,13 @@ from swizzleperf.kernel.launches import describe
 from swizzleperf.kernel.user_errors import FileMap
 from swizzleperf.remaps.checked import CheckedCandidate, check_candidate
 from swizzleperf.untrusted import source_text
-from swizzleperf.untrusted.isolation import Confinement
+from swizzleperf.untrusted.isolation import CPU_CHILD_MEMORY_MB, Confinement
 from swizzleperf.untrusted.sandbox import default_confinement, run_in_child
 
 _CHILD_TARGET = "swizzleperf.validation.correctness:check_cases_child"
 CHILD_PRELOAD = ("triton", "triton.language")  # imported once by the fork server (untrusted.forkserver)
 REFERENCE = "the reference"
 ORIGINAL = "the kernel run with its own hook"  # the reference of a kernel file without reference()
-CPU_MEMORY_MB = 8192  # the CPU interpreter's child: see _confinement
 
 
 class OutputCheck(BaseModel):
@@ -262,7 +261,7 @@ def _confinement(device: str, timeout: float) -> Confinement:
     base = default_confinement(timeout)
     if device != "cpu":
         return base
-    return dataclasses.replace(base, memory_mb=CPU_MEMORY_MB, network=False, threads=4)
+    return dataclasses.replace(base, memory_mb=CPU_CHILD_MEMORY_MB, network=False, threads=4)
 
 
 # --- child side ------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def test_head_first_with_the_sawtooth_passes_every_stage_on_the_interpreter_caus
     assert [(s, ok) for s, ok, _ in stages] == [("propose", True), ("static", True), ("bijectivity", True),
                                                 ("correctness", True)]
     assert stages[1][2] == "both hooks parse, right signatures, only allowed constructs"
-    assert "loop order: a permutation of the steps for local tiles 0-7" in stages[2][2]
+    assert "loop order: a permutation of the steps for every local tile and every trip count" in stages[2][2]
 
 
 def test_the_search_pairs_every_remap_family_with_the_sawtooth_for_a_kernel_with_a_loop_order_hook():

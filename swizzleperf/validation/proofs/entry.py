@@ -33,7 +33,6 @@ __all__ = ["DEFAULT_DIE_COUNTS", "Counterexample", "ProofVerdict", "prove_biject
 # MI300-class parts) and the virtual die counts the offline search gives hooks on one shared L2.
 DEFAULT_DIE_COUNTS = (1, 2, 4, 8, 16)
 CHILD_STARTUP_S = 15.0  # interpreter, numpy and z3 imports, on a loaded machine
-CHILD_MEMORY_MB = 3072  # the child's address space: z3 is told to stop at child.Z3_MEMORY_MB, well below
 
 
 def _unknown(hook: HookSignature | None, die_counts: list[int], kind: str, reason: str, time_limit_s: float,
@@ -68,12 +67,12 @@ def prove_bijective(hook_source: str, signature: HookSignature, die_counts=DEFAU
         return _unknown(signature, [], "error", str(exc), time_limit_s, max_programs, started)
     if not in_child:
         return prove_in_process(hook_source, signature, dies, time_limit_s, max_programs)
-    from swizzleperf.untrusted.isolation import Confinement
+    from swizzleperf.untrusted.isolation import CPU_CHILD_MEMORY_MB, Confinement
     from swizzleperf.untrusted.sandbox import run_in_child
     from swizzleperf.validation.proofs.prover import PROOF_PARTS, backstop_s
 
     wall_s = PROOF_PARTS * backstop_s(time_limit_s) + CHILD_STARTUP_S
-    confinement = Confinement(memory_mb=CHILD_MEMORY_MB, cpu_s=wall_s + 10,
+    confinement = Confinement(memory_mb=CPU_CHILD_MEMORY_MB, cpu_s=wall_s + 10,
                               file_mb=16, network=False, threads=1)
     payload = {"source": hook_source, "hook": {"name": signature.name, "pid": signature.pid,
                                                "grid_params": list(signature.grid_params),
