@@ -155,7 +155,7 @@ def test_library_entries_are_checked_on_read(tmp_path, finished, monkeypatch):
     with pytest.raises(Exception, match="other.json is named 'rows', not 'other'"):
         lib.entries()
     (lib_dir / "other.json").write_text(json.dumps({**record, "name": "other"}))
-    with pytest.raises(Exception, match="other.json does not match LibraryEntry at the top level: .*defines no function other"):
+    with pytest.raises(Exception, match="other.json does not match LibraryEntry at the top level: .*must be the function other and nothing else"):
         lib.entries()
     (lib_dir / "other.json").unlink()
     with pytest.raises(Exception, match="cannot be a library name"):
