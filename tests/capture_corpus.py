@@ -68,7 +68,8 @@ def run_case(project, kernel, ndim, how, tmp_path, monkeypatch) -> None:
     assert optimized.exit_code == 0, optimized.output
     attempts = len((next((tmp_path / "runs").iterdir()) / "attempts.jsonl").read_text().splitlines())
     said = " ".join(optimized.output.split())
-    best, family, achievable = re.search(r"-> best ([\d.]+)% \((.+?), iteration.*achievable ([\d.]+)%", said).groups()
+    family, best, achievable = re.search(r"best: (.+?) \(iteration \d+\): .*?% -> ([\d.]+)%; .*achievable ([\d.]+)%",
+                                         said).groups()
     # the baseline and four proposals, or fewer where the search stopped at the achievable bound (tiny grids)
     assert attempts == 5 or (attempts < 5 and best == achievable)
     # the best remap written back into the project's own module, whose own test then passes

@@ -14,7 +14,7 @@ from swizzleperf.cli.render import attempts_table, capture_progress, progress_ba
 from swizzleperf.loop.artifacts import size_advice_for
 from swizzleperf.loop.driver import Observer
 from swizzleperf.loop.executors import Candidate, make_executor
-from swizzleperf.loop.history import History, within_noise
+from swizzleperf.loop.history import History, ranked_headline, within_noise
 from swizzleperf.loop.rundir import RunDir
 from swizzleperf.records.attempt import Attempt, Stage
 from swizzleperf.records.proposal import Proposal
@@ -134,15 +134,13 @@ def _summarise(console: Console, run: RunDir, history: History, kernel) -> None:
                                           f"{len(history)} attempts ({rec.status_detail})"))
     best, baseline = history.best(), history.baseline()
     if best and baseline and best.report and baseline.report:
-        label = best.report.label
         console.print(
-            f"[bold]{best.report.metric_name} rate, {label}[/]: baseline {baseline.report.hit_pct:.2f}% -> best "
-            f"[bold green]{best.report.hit_pct:.2f}%[/] ({best.family}, iteration {best.iteration}); "
-            f"{ceiling_text(rec.ceiling_pct)}"
+            f"best: [bold green]{best.family}[/] (iteration {best.iteration}): [bold]{ranked_headline(best, baseline)}"
+            f"[/]; {ceiling_text(rec.ceiling_pct)}"
             + (f"; achievable {best.report.achievable_pct:.2f}%" if best.report.achievable_pct is not None else ""),
             highlight=False)
         if (noise := within_noise(best, baseline)) is not None:
-            console.print(f"[yellow]{noise}[/]", highlight=False)
+            console.print(f"[yellow]{noise}; recommendation: keep the kernel's own order[/]", highlight=False)
     if advice:
         console.print(f"[yellow]{advice}[/]", highlight=False)
     if best and baseline and best.report and baseline.report and best.report.timing and baseline.report.timing:

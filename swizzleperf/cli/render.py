@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.loop.history import History, slower_reason
+from swizzleperf.loop.history import History, slower_reason, time_cells
 from swizzleperf.records.attempt import Attempt
 from swizzleperf.records.report import BottleneckReport, ceiling_text
 
@@ -115,30 +115,18 @@ def verdict_text(attempt: Attempt, baseline: Attempt | None) -> Text:
 
 
 def attempts_table(history: History, title: str) -> Table:
-    best = history.best()
+    """Every attempt; under a measured profiler, each one's kernel time and speedup over the kernel's own order."""
+    best, baseline = history.best(), history.baseline()
+    timed = any(a.report is not None and a.report.timing is not None for a in history.attempts)
     table = Table(title=title, title_justify="left")
-    for col, justify in (("#", "right"), ("origin", "left"), ("family", "left"), ("L2 read hit %", "right"),
-                         ("s", "right"), ("verdict", "left")):
+    columns = [("#", "right"), ("origin", "left"), ("family", "left"), ("L2 read hit %", "right")]
+    columns += [("median ms", "right"), ("p20-p80 ms", "right"), ("speedup", "right")] if timed else []
+    for col, justify in columns + [("s", "right"), ("verdict", "left")]:
         table.add_column(col, justify=justify)
     for a in history.attempts:
         hit = f"{a.report.hit_pct:.2f}" if a.report else ""
         style = "bold" if best is not None and a.iteration == best.iteration else None
-        table.add_row(str(a.iteration), a.origin, Text(a.family), hit, f"{a.seconds:.1f}",
-                      verdict_text(a, history.baseline()), style=style)
+        times = list(time_cells(a, baseline)) if timed else []
+        table.add_row(str(a.iteration), a.origin, Text(a.family), hit, *times, f"{a.seconds:.1f}",
+                      verdict_text(a, baseline), style=style)
     return table
-
-
-def print_unclipped(console: Console, renderable) -> None:
-    """Print at the terminal's width; piped or redirected, as wide as the content needs (rich assumes 80
-    columns without a terminal, which cut a table's run ids to "2026…" in a file)."""
-    if console.is_terminal:
-        console.print(renderable)
-        return
-    from rich.measure import Measurement
-    needed = Measurement.get(console, console.options.update_width(100_000), renderable).maximum
-    pinned = console._width  # noqa: SLF001 -- rich keeps no public way to widen one print past the console
-    console.width = max(needed, console.width)
-    try:
-        console.print(renderable)
-    finally:
-        console._width = pinned  # noqa: SLF001

@@ -18,7 +18,7 @@ from swizzleperf.hardware.spec import hook_constants
 from swizzleperf.hardware.waves import cannot_matter, size_advice
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.loop import plots
-from swizzleperf.loop.history import History, slower_reason, within_noise
+from swizzleperf.loop.history import History, ranked_headline, slower_reason, time_cells, within_noise
 from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.timer import speedup
 from swizzleperf.records.attempt import Attempt
@@ -112,13 +112,14 @@ def _bijectivity_data(a: Attempt) -> dict:
     return next((s.data or {} for s in a.stages if s.stage == "bijectivity"), {})
 
 
-def _row(a: Attempt, baseline: Attempt | None) -> str:
+def _row(a: Attempt, baseline: Attempt | None, timed: bool) -> str:
     failure, slower = a.failure, slower_reason(a, baseline)
     hit = f"{a.report.hit_pct:.2f}" if a.report else ""
     verdict = f"ok; {proof_tag(_bijectivity_data(a))}" + (f"; {slower}" if slower else "") if a.accepted \
         else f"rejected ({failure.stage}): {failure.detail}" if failure else "incomplete"
     verdict = verdict.replace("|", "\\|").replace("\n", " ")
-    return f"| {a.iteration} | {a.origin} | `{a.family}` | {hit} | {a.seconds:.1f} | {verdict} |"
+    times = "".join(f" {cell} |" for cell in time_cells(a, baseline)) if timed else ""
+    return f"| {a.iteration} | {a.origin} | `{a.family}` | {hit} |{times} {a.seconds:.1f} | {verdict} |"
 
 
 def size_advice_for(kernel: KernelFile, size: str, hw) -> tuple[str | None, bool]:
@@ -150,8 +151,11 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
                 f"{rec.usage.completion_tokens} completion tokens" +
                 (f", ${rec.usage.cost_usd:.4f}" if rec.usage.cost_usd is not None else ""), ""]
     out += [f"![{name}]({name})" for name in pictures] + [""]
-    out += ["| # | origin | family | L2 read hit % | seconds | verdict |", "|---|---|---|---|---|---|"]
-    out += [_row(a, baseline) for a in history.attempts]
+    timed = any(a.report is not None and a.report.timing is not None for a in history.attempts)
+    times = " median ms | p20-p80 ms | speedup |" if timed else ""
+    out += [f"| # | origin | family | L2 read hit % |{times} seconds | verdict |",
+            "|---|---|---|---|" + "---|" * (3 if timed else 0) + "---|---|"]
+    out += [_row(a, baseline, timed) for a in history.attempts]
     if best is not None:
         out += ["", "## Best remap", "", "```python", best.source.rstrip(), "```", "",
                 "Files: `best/remap.py` (the remap alone, importable) and "
@@ -162,15 +166,15 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
 def _best_against_baseline(rec, best, baseline, grouping: str | None, advice: tuple[str | None, bool]) -> list[str]:
     """report.md's summary of the best attempt: its gain, bounds, proof, grouping, time and per-die table."""
     sentence, cannot = advice
-    out = [f"**Best: `{best.family}` (iteration {best.iteration}) — {best.report.metric_name} {best.report.hit_pct:.2f}% vs "
-           f"baseline {baseline.report.hit_pct:.2f}%, {ceiling_text(rec.ceiling_pct)}** "
-           f"({best.report.hit_pct - baseline.report.hit_pct:+.2f} points"
-           + (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left)." if rec.ceiling_pct
-              is not None and not cannot else ")."), ""]
+    gain = best.report.hit_pct - baseline.report.hit_pct
+    headroom = (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left" if rec.ceiling_pct is not None
+                and not cannot else "")
+    out = [f"**Best: `{best.family}` (iteration {best.iteration}) — {ranked_headline(best, baseline)} "
+           f"({gain:+.2f} points{headroom}); {ceiling_text(rec.ceiling_pct)}.**", ""]
     if sentence:
         out += [f"{sentence[0].upper()}{sentence[1:]}.", ""]
     if (noise := within_noise(best, baseline)) is not None:
-        out += [f"The gain: {noise}.", ""]
+        out += [f"The gain: {noise}. Recommendation: keep the kernel's own order.", ""]
     out += [f"Bounds: {bounds_text(best.report)}.", ""]
     if _bijectivity_data(best).get("proof_text"):
         out += [f"Bijectivity of the best remap: {_bijectivity_data(best)['proof_text']}.", ""]

@@ -20,6 +20,8 @@ RANKING_RULE = ("accepted attempts ranked by L2 read misses (fewer first: the fe
                 "measurably slower than the kernel's own remap ranks after every attempt that is not: where time "
                 "is measured, its p20 time above the baseline's p80; on a persistent kernel under the simulator, "
                 "its busiest program issuing more than 5 % more loads and stores than the baseline's busiest")
+RANKING_SHORT = ("ranked by L2 read misses (fewer first), then L2 read hit rate, then measured time; the full rule "
+                 "is in each run's run.json")
 PREDICTED_SLOWER = 1.05  # a static schedule's time is its busiest program's: the issue's own tolerance
 
 
@@ -130,3 +132,37 @@ class History:
     def all_views(self) -> list[AttemptView]:
         """Every attempt, compactly (no diffs): what a search proposer learns from."""
         return [a.view(max_diff_lines=0) for a in self.attempts]
+
+
+def time_cells(attempt: Attempt, baseline: Attempt | None) -> tuple[str, str, str]:
+    """The measured time of an attempt for a table: (median ms, p20-p80 ms, speedup over the kernel's own order,
+    "within noise" where their p20-p80 ranges give a ratio on both sides of 1); empty where not timed."""
+    timing = attempt.report.timing if attempt.report else None
+    if timing is None:
+        return "", "", ""
+    spread = f"{timing.p20_ms:.4f}-{timing.p80_ms:.4f}"
+    base = baseline.report.timing if baseline is not None and baseline.report else None
+    if base is None or attempt is baseline or base.l2_state != timing.l2_state:
+        return f"{timing.median_ms:.4f}", spread, ""
+    ratio, low, high = base.median_ms / timing.median_ms, base.p20_ms / timing.p80_ms, base.p80_ms / timing.p20_ms
+    return f"{timing.median_ms:.4f}", spread, f"{ratio:.3f}x" + (" (within noise)" if low <= 1.0 <= high else "")
+
+
+def misses(attempt: Attempt) -> int | None:
+    """L2 read misses of an attempt: the quantity runs rank by."""
+    report = attempt.report
+    if report is None or report.accesses is None or report.hits is None:
+        return None
+    return report.accesses - report.hits
+
+
+def ranked_headline(best: Attempt, baseline: Attempt) -> str:
+    """The best attempt against the kernel's own order, leading with what the ranking ranks (read misses), the
+    hit rates beside it."""
+    report, base = best.report, baseline.report
+    mine, theirs = misses(best), misses(baseline)
+    rates = f"{report.metric_name} rate {base.hit_pct:.2f}% -> {report.hit_pct:.2f}%"
+    if mine is None or theirs is None or not theirs:
+        return f"{rates}, {report.label}"
+    return (f"L2 read misses {theirs:,} -> {mine:,} ({mine / theirs:.2f}x the kernel's own order), {report.label}; "
+            f"{rates}")

@@ -17,7 +17,7 @@ from swizzleperf.hardware.select import resolve as resolve_hardware
 from swizzleperf.kernel.contract import KernelFile, find_kernel, load_kernel
 from swizzleperf.loop.driver import DEFAULT_BATCH, LoopSettings, Observer, finish, run_loop, start_run
 from swizzleperf.loop.executors import Executor, make_executor
-from swizzleperf.loop.history import History
+from swizzleperf.loop.history import History, within_noise
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.reverify import run_kernel, verified_best
 from swizzleperf.loop.rundir import RunDir, find_run
@@ -157,6 +157,8 @@ def write_best(run: RunDir, kernel: KernelFile) -> str:
     history = run.load_history()
     if history.best() is None or history.best().origin == "baseline" or not best.exists():
         return "--write: the original remap is still the best; the kernel file is unchanged"
+    if within_noise(history.best(), history.baseline()) is not None:
+        return "--write: the best remap's gain is within the profiler's noise; the kernel file is unchanged"
     kernel.path.write_text(best.read_text())
     return f"--write: wrote the best remap into {kernel.path}"
 

@@ -97,3 +97,54 @@ def test_the_partition_panel_is_drawn_at_full_colour_from_logical_to_die():
     assert all(np.allclose(drawn[r, c], cmap[(r * 8 + c) // 2]) for r in range(2) for c in range(8))
     faded = launch.images[0].get_array()
     assert np.allclose(faded[0, 0], cmap[0]) and not np.allclose(faded[1, 0], cmap[0])  # die 0, launched later
+
+
+def _timed(attempt: Attempt, median: float, p20: float, p80: float, source: str = "ncu") -> Attempt:
+    from swizzleperf.records.report import Timing
+    report = attempt.report.model_copy(update={"source": source, "timing": Timing(
+        median_ms=median, p20_ms=p20, p80_ms=p80, repeats=50, l2_state="flushed")})
+    return attempt.model_copy(update={"report": report})
+
+
+def test_a_measured_run_shows_each_attempts_time_and_speedup(tmp_path, softmax):
+    from swizzleperf.cli.render import attempts_table
+    from swizzleperf.loop.history import time_cells
+    base = _timed(_attempt(0, softmax.hook_source, 200), 2.0, 1.98, 2.02)
+    faster = _timed(_attempt(1, REVERSED, 300), 1.6, 1.58, 1.62)
+    same = _timed(_attempt(2, REVERSED, 210), 1.99, 1.95, 2.03)
+    assert time_cells(faster, base) == ("1.6000", "1.5800-1.6200", "1.250x")
+    assert time_cells(same, base) == ("1.9900", "1.9500-2.0300", "1.005x (within noise)")
+    assert time_cells(base, base) == ("2.0000", "1.9800-2.0200", "")
+    table = attempts_table(History([base, faster, same]), "t")
+    assert [c.header for c in table.columns][4:7] == ["median ms", "p20-p80 ms", "speedup"]
+    run = RunDir.create(tmp_path, dict(
+        kernel=KernelRef(path=str(softmax.path), name="softmax", sha256=softmax.sha256), size="tiny",
+        hardware=MI300X, hardware_reason="test", profiler="ncu", profiler_reason="test", proposer="search", seed=0,
+        iterations=1, patience=1, ranking_rule=RANKING_RULE))
+    artifacts.write_report(run, History([base, faster, same]), [])
+    report = (run.path / "report.md").read_text()
+    assert "| # | origin | family | L2 read hit % | median ms | p20-p80 ms | speedup | seconds | verdict |" in report
+    assert "| 1 | search | `f1` | 75.00 | 1.6000 | 1.5800-1.6200 | 1.250x | 0.0 |" in report
+    assert "| 2 | search | `f2` | 52.50 | 1.9900 | 1.9500-2.0300 | 1.005x (within noise) | 0.0 |" in report
+
+
+def test_the_headline_leads_with_the_ranked_quantity(tmp_path, softmax):
+    from swizzleperf.loop.history import ranked_headline
+    base, best = _attempt(0, softmax.hook_source, 200), _attempt(1, REVERSED, 300)
+    assert ranked_headline(best, base) == ("L2 read misses 200 -> 100 (0.50x the kernel's own order), predicted "
+                                           "(simulator); L2 read hit rate 50.00% -> 75.00%")
+    report = (_run(tmp_path, softmax, 300).path / "report.md").read_text()
+    assert "**Best: `f1` (iteration 1) — L2 read misses 200 -> 100 (0.50x the kernel's own order)" in report
+
+
+def test_a_measured_gain_within_noise_recommends_the_kernels_own_order(tmp_path, softmax):
+    base = _attempt(0, softmax.hook_source, 200).model_copy()
+    base = base.model_copy(update={"report": base.report.model_copy(update={"source": "ncu"})})
+    best = _attempt(1, REVERSED, 201)
+    best = best.model_copy(update={"report": best.report.model_copy(update={"source": "ncu"})})
+    run = RunDir.create(tmp_path, dict(
+        kernel=KernelRef(path=str(softmax.path), name="softmax", sha256=softmax.sha256), size="tiny",
+        hardware=MI300X, hardware_reason="test", profiler="ncu", profiler_reason="test", proposer="search", seed=0,
+        iterations=1, patience=1, ranking_rule=RANKING_RULE))
+    artifacts.write_report(run, History([base, best]), [])
+    assert "Recommendation: keep the kernel's own order." in (run.path / "report.md").read_text()

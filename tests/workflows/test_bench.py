@@ -171,6 +171,10 @@ def test_a_bench_stopped_part_way_keeps_the_kernels_it_finished(tmp_path, monkey
     assert report.kernels[0].kernel == "transpose" and report.kernels[0].other_sizes == []
     markdown = (tmp_path / "out" / "bench.md").read_text()
     assert "PARTIAL: 1 of 2 kernels finished so far." in markdown and "Other sizes limited to small." in markdown
+    assert "ranked by L2 read misses (fewer first)" in markdown and "ranked by L2 read hit rate" not in markdown
+    from swizzleperf.workflows.bench.output import to_markdown
+    none_asked = to_markdown(report.model_copy(update={"other_sizes": []}))
+    assert "No other sizes were asked for." in none_asked and "limited to ." not in none_asked
     assert _table_row(markdown, "transpose")[0] == "transpose" and "| softmax |" not in markdown
 
     # a terminal 80 columns wide gets the numbers whole, not folded into slivers

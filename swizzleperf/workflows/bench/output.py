@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swizzleperf.loop.history import gain_noise
+from swizzleperf.loop.history import RANKING_SHORT, gain_noise
 from swizzleperf.records.report import RUN_TO_RUN_PTS, Source
 from swizzleperf.workflows.bench.results import BenchReport, KernelResult
 
@@ -40,12 +40,13 @@ def _header(report: BenchReport) -> str:
     hw = report.hardware
     return (f"L2 read hit rates {report.label} on {hw.name} ({report.hardware_reason}; profiler: "
             f"{report.profiler_reason}). Proposer {report.proposer}, {report.iterations} iterations per kernel, "
-            f"seed {report.seed}; ranked by L2 read hit rate. Other sizes: the best remap re-validated (bijectivity on "
+            f"seed {report.seed}; {RANKING_SHORT}. Other sizes: the best remap re-validated (bijectivity on "
             f"that size's grid, correctness on {report.correctness_device}) and re-profiled beside the kernel's own "
             f"remap; the simulator takes sizes up to {report.max_sim_accesses / 1e6:g} M line accesses (exact when "
             f"cached, else estimated from the run's accesses per program) with a "
             f"{report.capture_timeout_s:g} s capture time box. "
-            + ("" if report.other_sizes is None else f"Other sizes limited to {', '.join(report.other_sizes)}. ")
+            + ("" if report.other_sizes is None else "No other sizes were asked for. " if not report.other_sizes
+               else f"Other sizes limited to {', '.join(report.other_sizes)}. ")
             + (f"An improvement marked (within noise) is smaller than the {report.profiler} run-to-run movement of "
                f"one remap's read hit rate ({RUN_TO_RUN_PTS[report.profiler]} points): not a measured one. "
                if report.profiler in RUN_TO_RUN_PTS else "")
