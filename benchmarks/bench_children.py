@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from swizzleperf.hardware.presets import PRESETS
+from swizzleperf.hardware.spec import hook_constants
 from swizzleperf.kernel.contract import find_kernel, load_kernel
-from swizzleperf.loop.pipeline import hook_constants
 from swizzleperf.untrusted import forkserver
 from swizzleperf.validation import proof_status
 from swizzleperf.validation.bijectivity import bijectivity_grids, check_bijective

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from swizzleperf.errors import RemapRejected, SwizzlePerfError
-from swizzleperf.hardware.spec import HardwareSpec
+from swizzleperf.hardware.spec import HardwareSpec, hook_constants
 from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.loop.history import kernel_diff
 from swizzleperf.profilers.base import Profiler
@@ -26,11 +26,6 @@ from swizzleperf.validation import bijectivity, correctness, loop_order
 from swizzleperf.validation.proof_status import unproven_reason
 
 _DETAIL_CHARS = 2000  # a stage's detail is one sentence; this bounds one that quotes too much
-
-
-def hook_constants(kernel: KernelFile, hw: HardwareSpec) -> dict[str, int]:
-    """Values of the hook's constexpr parameters: the die count."""
-    return {name: hw.num_domains for name in kernel.hook.constexprs}
 
 
 

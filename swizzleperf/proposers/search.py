@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.proposers.base import ProposalContext, batch_of
+from swizzleperf.proposers.orders import OrderKeys
 from swizzleperf.records.proposal import AttemptView, Proposal
 from swizzleperf.records.report import RUN_TO_RUN_PTS
 from swizzleperf.remaps.check import normalise
@@ -50,23 +51,33 @@ class SearchProposer:
 
     def __init__(self, seed: int = 0):
         self.seed = seed
+        self._orders: OrderKeys | None = None
 
     def propose(self, context: ProposalContext) -> Proposal | None:
         space = candidate_space(context.kernel.hook, context.hardware, context.kernel.loop_order)
         code = {i.label: normalise(render(i, context.kernel)) for f in space.values() for i in f}
         scores = _scores_by_code(context.every_attempt)
+        orders = self._order_keys(context)
+        tried_orders = {orders.key(context.kernel.hook_source)} | {
+            orders.key(render(i, context.kernel)) for f in space.values() for i in f if code[i.label] in context.seen_sources}
 
         def tried(i: FamilyInstance) -> bool:
-            return code[i.label] in context.seen_sources
+            """Its text was tried, or (at this size) an order equal to its own: the kernel's, or an instance's."""
+            if code[i.label] in context.seen_sources:
+                return True
+            key = orders.key(render(i, context.kernel))
+            return key is not None and key in tried_orders
 
         def score(i: FamilyInstance) -> float:
             return scores.get(code[i.label], -1.0)
 
         order = sorted(space)
         random.Random(self.seed).shuffle(order)
-        for family in order:  # explore: every family once
-            if not any(tried(i) for i in space[family]):
-                return self._proposal(space[family][0], context, f"explore: first try of family {family}")
+        for family in order:  # explore: every family once, at its first instance whose order is new here
+            if not any(code[i.label] in context.seen_sources for i in space[family]):
+                first = next((i for i in space[family] if not tried(i)), None)
+                if first is not None:
+                    return self._proposal(first, context, f"explore: first try of family {family}")
 
         noise = RUN_TO_RUN_PTS.get(context.baseline.source, 0.0)
         top = max(score(i) for f in order for i in space[f])
@@ -83,6 +94,12 @@ class SearchProposer:
                     untried[0], context, f"exploit: {family} is the best family so far ({best.label} at "
                                          f"{score(best):.2f}%{tie}); trying its nearest untried neighbour")
         return None
+
+    def _order_keys(self, context: ProposalContext) -> OrderKeys:
+        size = context.baseline.size
+        if self._orders is None or self._orders.kernel is not context.kernel or self._orders.size != size:
+            self._orders = OrderKeys(context.kernel, context.hardware, size)
+        return self._orders
 
     def propose_batch(self, context: ProposalContext, n: int) -> list[Proposal]:
         """n distinct proposals: what `propose` gives with the ones before it tried but not yet scored

@@ -1,5 +1,6 @@
 """Remap families render valid, bijective hooks; the search proposer is deterministic and learns."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +160,25 @@ def test_code_tried_by_another_proposer_counts_as_tried_and_scored():
     # xcd_chunked is explored already (by the library's code) and is the best family: exploit chunk=4's neighbours
     assert proposal.family in ("xcd_chunked(chunk=2)", "xcd_chunked(chunk=8)")
     assert "xcd_chunked(chunk=4) at 60.00%" in proposal.rationale
+
+
+def test_the_search_never_spends_an_attempt_on_an_order_already_tried_at_this_size():
+    """On softmax's small grid (256 programs) the space's 8 instances give 6 orders, one of them the kernel's own
+    (a chunk larger than a round leaves every program in place): each other order is proposed once, the own one
+    never."""
+    kernel = load_kernel(ROOT / "kernels/softmax.py")
+    grid, dies = kernel.grid("small"), {"NUM_XCDS": 8}
+    history, proposer = [], SearchProposer(seed=0)
+    for i in range(60):
+        context = _context(kernel, history)
+        context = dataclasses.replace(context, baseline=context.baseline.model_copy(update={"size": "small"}))
+        proposal = proposer.propose(context)
+        if proposal is None:
+            break
+        history.append(AttemptView(iteration=i + 1, origin="search", family=proposal.family, source=proposal.source,
+                                   diff="", accepted=True, hit_pct=1.0))
+    orders = [tuple(evaluate(v.source, kernel.hook, grid, dies)[:, 0]) for v in history]
+    identity = tuple(evaluate(kernel.hook_source, kernel.hook, grid, dies)[:, 0])
+    every = {tuple(evaluate(i.render(kernel.hook), kernel.hook, grid, dies)[:, 0])
+             for i in _all_instances(kernel.hook, MI300X)}
+    assert identity not in orders and len(orders) == len(set(orders)) == len(every - {identity}) == 5
