@@ -66,12 +66,16 @@ def run_case(project, kernel, ndim, how, tmp_path, monkeypatch) -> None:
     optimized = runner.invoke(app, ["optimize", str(out), "-n", "4", "--workers", "1", "--runs-dir",
                                     str(tmp_path / "runs")])  # in-process: the test workers already fill the cores
     assert optimized.exit_code == 0, optimized.output
-    attempts = len((next((tmp_path / "runs").iterdir()) / "attempts.jsonl").read_text().splitlines())
+    run_dir = next((tmp_path / "runs").iterdir())
+    attempts = len((run_dir / "attempts.jsonl").read_text().splitlines())
+    ended = json.loads((run_dir / "run.json").read_text())["status_detail"]
     said = " ".join(optimized.output.split())
     family, best, achievable = re.search(r"best: (.+?) \(iteration \d+\): .*?% -> ([\d.]+)%; .*achievable ([\d.]+)%",
                                          said).groups()
-    # the baseline and four proposals, or fewer where the search stopped at the achievable bound (tiny grids)
-    assert attempts == 5 or (attempts < 5 and best == achievable)
+    # the baseline and four proposals, or fewer where the search stopped at the achievable bound or had no
+    # order left that is new at this small size
+    assert attempts == 5 or (attempts < 5 and (best == achievable or ended == "the search proposer has nothing new "
+                                                                             "to try")), (attempts, ended)
     # the best remap written back into the project's own module, whose own test then passes
     module = records[0]["kernel"]["file"]
     applied = runner.invoke(app, ["apply", "latest", "--runs-dir", str(tmp_path / "runs"), "--to", module, "--write"])

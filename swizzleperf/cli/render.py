@@ -130,3 +130,19 @@ def attempts_table(history: History, title: str) -> Table:
         table.add_row(str(a.iteration), a.origin, Text(a.family), hit, *times, f"{a.seconds:.1f}",
                       verdict_text(a, baseline), style=style)
     return table
+
+
+def print_unclipped(console: Console, renderable) -> None:
+    """Print at the terminal's width; piped or redirected, as wide as the content needs (rich assumes 80
+    columns without a terminal, which cut a table's run ids to "2026…" in a file)."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    from rich.measure import Measurement
+    needed = Measurement.get(console, console.options.update_width(100_000), renderable).maximum
+    pinned = console._width  # noqa: SLF001 -- rich keeps no public way to widen one print past the console
+    console.width = max(needed, console.width)
+    try:
+        console.print(renderable)
+    finally:
+        console._width = pinned  # noqa: SLF001

@@ -25,7 +25,7 @@ def scale_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr, MIX: tl.constexpr, NUM_XCDS:
 
 
 REMAP_HOOK = "swizzle"
-SIZES = {"tiny": {"blocks": 24}, "big": {"blocks": 4096}}
+SIZES = {"tiny": {"blocks": 24}, "medium": {"blocks": 256}, "big": {"blocks": 4096}}
 DEFAULT_SIZE = "tiny"
 CHECK_SIZES = ["tiny"]
 BLOCK = 16

@@ -35,9 +35,11 @@ def test_a_run_recorded_before_the_move_resumes_and_keeps_its_attempts(tmp_path)
                             env={**_user_environment(), "SWIZZLEPERF_CACHE": str(tmp_path / "cache")})
     assert result.returncode == 0, result.stdout + result.stderr
     after = (run / "attempts.jsonl").read_text().splitlines()
-    assert after[:len(before)] == before and len(before) == 5 and len(after) == 7  # -n 6 after the baseline
+    assert after[:len(before)] == before and len(before) == 5 and len(after) == 6
     families = [json.loads(line)["family"] for line in after[len(before):]]
-    assert families == ["xcd_chunked(chunk=16)", "xcd_chunked(chunk=32)"]  # the search goes on where it stopped
+    # the search goes on where it stopped, and then has no order left that is new on 256 programs: chunk=32 is
+    # xcd_contiguous's (tried), chunk=64 and up the kernel's own
+    assert families == ["xcd_chunked(chunk=16)"]
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
     assert (run / "report.md").is_file() and (run / "best" / "remap.py").is_file()
 
