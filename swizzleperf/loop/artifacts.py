@@ -22,7 +22,7 @@ from swizzleperf.loop.history import History, ranked_headline, slower_reason, ti
 from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.timer import speedup
 from swizzleperf.records.attempt import Attempt
-from swizzleperf.records.report import BottleneckReport, bounds_text, ceiling_text
+from swizzleperf.records.report import BottleneckReport, bounds_text, ceiling_text, headroom_text
 from swizzleperf.remaps.placement import grouping_sentence
 from swizzleperf.untrusted import source_text
 from swizzleperf.validation.bijectivity import logical_ids
@@ -167,8 +167,8 @@ def _best_against_baseline(rec, best, baseline, grouping: str | None, advice: tu
     """report.md's summary of the best attempt: its gain, bounds, proof, grouping, time and per-die table."""
     sentence, cannot = advice
     gain = best.report.hit_pct - baseline.report.hit_pct
-    headroom = (f"; {rec.ceiling_pct - best.report.hit_pct:.2f} points of headroom left" if rec.ceiling_pct is not None
-                and not cannot else "")
+    headroom = "" if cannot or not headroom_text(best.report, rec.ceiling_pct) else \
+        f"; {headroom_text(best.report, rec.ceiling_pct)}"
     out = [f"**Best: `{best.family}` (iteration {best.iteration}) — {ranked_headline(best, baseline)} "
            f"({gain:+.2f} points{headroom}); {ceiling_text(rec.ceiling_pct)}.**", ""]
     if sentence:

@@ -80,8 +80,7 @@ def _rank_key(attempt: Attempt, baseline: Attempt | None) -> tuple[bool, float, 
     report = attempt.report
     assert report is not None
     time = report.timing.median_ms if report.timing else float("inf")
-    misses = report.accesses - report.hits if report.accesses is not None and report.hits is not None else 0
-    return (measurably_slower(attempt, baseline), misses, -report.hit_pct, time, attempt.iteration)
+    return (measurably_slower(attempt, baseline), misses(attempt) or 0, -report.hit_pct, time, attempt.iteration)
 
 
 class History:

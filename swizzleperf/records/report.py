@@ -19,11 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 Source = Literal["sim", "ncu", "rocprofv3"]
 
 
+COMPULSORY_SLACK = 1.005  # fetches within 0.5 % of the compulsory count: nothing an order can still save
+
+
 def ceiling_text(ceiling_pct: float | None) -> str:
-    """The ceiling beside every hit rate; hardware counters cannot give it (no unique-line count)."""
+    """The ceiling beside every hit rate, named for the rate it bounds (the L2 read hit rate, not the overall
+    one); hardware counters cannot give it (no unique-line count)."""
     if ceiling_pct is None:
-        return "ceiling n/a (counters do not count unique lines; `--profiler sim` predicts it)"
-    return f"ceiling {ceiling_pct:.2f}%"
+        return "read-hit ceiling n/a (counters do not count unique lines; `--profiler sim` predicts it)"
+    return f"read-hit ceiling {ceiling_pct:.2f}%"
 
 
 def bounds_text(report: "BottleneckReport") -> str:
@@ -37,7 +41,23 @@ def bounds_text(report: "BottleneckReport") -> str:
         fetched = report.accesses - report.hits
         parts.append(f"the L2 fetched {fetched:,} vs {report.unique_lines:,} compulsory "
                      f"({fetched / max(report.unique_lines, 1):.2f}x)")
+        if report.achievable_fetches is not None and fetched < report.achievable_fetches:
+            parts.append(f"fewer than the partitioner's assignment ({report.achievable_fetches:,}): the achievable "
+                         f"figure is the best assignment found, and this remap beat it")
     return "; ".join(parts)
+
+
+def headroom_text(report: "BottleneckReport", ceiling_pct: float | None) -> str:
+    """What is left to win above the best remap, in the ranked quantity's terms: nothing where it fetches only
+    the compulsory misses (the rest of the gap to the read-hit ceiling is reads the L1 absorbs, which no order
+    changes), else the points to the ceiling."""
+    if ceiling_pct is None:
+        return ""
+    if report.unique_lines and report.accesses is not None and report.hits is not None \
+            and report.accesses - report.hits <= report.unique_lines * COMPULSORY_SLACK:
+        return ("no headroom: it fetches only the compulsory misses (the rest of the gap to the read-hit ceiling "
+                "is reads the L1 absorbs)")
+    return f"{ceiling_pct - report.hit_pct:.2f} points of headroom left"
 
 
 # How far one remap's measured read hit rate moves between identical runs: the largest range over 8-13 ncu

@@ -152,8 +152,10 @@ def _drop(key: tuple, server: _Server) -> None:
 
 @atexit.register
 def _close_all() -> None:
-    for server in list(_servers.values()):
-        server.close()
+    """This process's servers (a process forked from this one inherits the table, not the servers)."""
+    for key, server in list(_servers.items()):
+        if key[-1] == os.getpid():
+            server.close()
     _servers.clear()
 
 

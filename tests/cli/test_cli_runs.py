@@ -67,7 +67,7 @@ def test_runs_show_prints_the_best_with_its_bounds_and_source(tmp_path, monkeypa
     result = runner.invoke(cli.app, ["runs", "show", "latest", "--runs-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     best = [line for line in result.output.splitlines() if line.startswith("best: ")]
-    assert best == ["best: xcd-contiguous (iteration 1), L2 read hit 88.00% predicted (simulator); ceiling 93.75% "
+    assert best == ["best: xcd-contiguous (iteration 1), L2 read hit 88.00% predicted (simulator); read-hit ceiling 93.75% "
                     "(every read-only sector fetched once, every read reaching the L2); achievable 90.00% (the best "
                     "balanced assignment of programs to dies found, caches big enough for every first touch); the "
                     "L2 fetched 120 vs 62 compulsory (1.94x)"]

@@ -148,3 +148,19 @@ def test_a_measured_gain_within_noise_recommends_the_kernels_own_order(tmp_path,
         iterations=1, patience=1, ranking_rule=RANKING_RULE))
     artifacts.write_report(run, History([base, best]), [])
     assert "Recommendation: keep the kernel's own order." in (run.path / "report.md").read_text()
+
+
+def test_a_best_remap_at_the_compulsory_misses_claims_no_headroom(tmp_path, softmax):
+    """360 of 400 reads hit: the L2 fetched 40 sectors, the 40 compulsory ones; the 10 points up to the read-hit
+    ceiling (90 %) are reads the L1 absorbs, not something another order could win."""
+    report = (_run(tmp_path, softmax, 360).path / "report.md").read_text()
+    assert "no headroom: it fetches only the compulsory misses" in report and "points of headroom left" not in report
+    assert "read-hit ceiling 90.00%" in report
+
+
+def test_a_remap_that_beats_the_partitioners_assignment_says_so():
+    from swizzleperf.records.report import bounds_text
+    report = _attempt(1, REVERSED, 330).report  # fetches 70, the assignment 80
+    assert "fewer than the partitioner's assignment (80): the achievable figure is the best assignment found, and " \
+           "this remap beat it" in bounds_text(report)
+    assert "beat it" not in bounds_text(_attempt(1, REVERSED, 300).report)  # fetches 100

@@ -71,7 +71,7 @@ def test_bounds_text_says_how_close_the_fetches_are_to_the_minimum():
     report = BottleneckReport(source="sim", hardware="mi300x", kernel="k", size="s", hit_pct=50.0, ceiling_pct=75.0,
                               achievable_pct=70.0, accesses=400, hits=200, unique_lines=100)
     assert bounds_text(report) == (
-        "ceiling 75.00% (every read-only sector fetched once, every read reaching the L2); achievable 70.00% "
+        "read-hit ceiling 75.00% (every read-only sector fetched once, every read reaching the L2); achievable 70.00% "
         "(the best balanced assignment of programs to dies found, caches big enough for every first touch); "
         "the L2 fetched 200 vs 100 compulsory (2.00x)")
 
