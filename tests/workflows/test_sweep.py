@@ -76,7 +76,12 @@ def test_sweep_hit_rates_are_the_simulators_and_head_first_wins_where_kv_exceeds
     h16 = report.cells[2]
     assert (f"| 1 | 16 | 16 | 300 | 1 | 0.06 | {h16.hit_pct['naive block-first']:.2f} | "
             f"{h16.hit_pct['naive head-first']:.2f} | {h16.hit_pct['swizzled block-first']:.2f} | "
-            f"{h16.hit_pct['swizzled head-first']:.2f} | {h16.ceiling_pct:.2f} | swizzled head-first |  |") in markdown
+            f"{h16.hit_pct['swizzled head-first']:.2f} | {h16.ceiling_pct:.2f} | swizzled head-first | "
+            f"simulated whole |") in markdown
+    sampled = h16.model_copy(update={"sampling": "set sampling (1,080 M line accesses): 1 L2 set in 8 simulated "
+                                                 "exactly, the rest scaled"})
+    from swizzleperf.workflows.sweep.output import _row
+    assert _row(report, sampled)[-1] == "set sampling (1,080 M line accesses): 1 L2 set in 8"
     assert "| 1 | 16 | 16 | 512 | 1 | 0.11 |  |  |  |  |  |  | skipped: 0.115 M line accesses > the 0.1 M cap |" \
         in markdown
     assert "predicted by the simulator" in markdown

@@ -19,7 +19,8 @@ def hits(report: SweepReport, cell: SweepCell) -> list[str]:
 def _row(report: SweepReport, cell: SweepCell) -> list[str]:
     s = cell.shape
     ceiling = "" if cell.ceiling_pct is None else f"{cell.ceiling_pct:.2f}"
-    note = f"skipped: {cell.reason}" if cell.status == "skipped" else ""
+    note = f"skipped: {cell.reason}" if cell.status == "skipped" else \
+        (cell.sampling.split(" simulated exactly")[0] if cell.sampling else "simulated whole")
     return [str(s.batch), str(s.heads), str(s.kv_heads), str(s.seq), str(s.group), f"{cell.line_accesses / 1e6:.2f}",
             *hits(report, cell), ceiling, " = ".join(cell.best_mappings()), note]
 

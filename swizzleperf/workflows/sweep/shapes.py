@@ -202,6 +202,7 @@ class SweepCell(BaseModel):
     families: dict[str, str] = Field(default_factory=dict, description="mapping name -> the family rendered")
     ceiling_pct: float | None = None
     seconds: float = 0.0
+    sampling: str | None = Field(None, description="how the simulator sampled the L2 sets (None: every set, exactly)")
 
     def best_mappings(self) -> list[str]:
         """Every mapping at the top hit rate (as printed, to 0.01 points): ties are common at the ceiling."""
@@ -251,14 +252,15 @@ def sweep_shape(kernel: KernelFile, shape: Shape, hw: HardwareSpec, access_cap: 
         return SweepCell(shape=shape, status="skipped", reason=reason, line_accesses=accesses)
     shaped = kernel_with_size(kernel, shape.name, values, workdir)
     profiler = SimProfiler(hw, cache_dir=cache_dir)  # one per shape: its trace is freed with it
-    hits, families, ceiling = {}, {}, None
+    hits, families, ceiling, sampling = {}, {}, None, None
     for mapping in mappings_for(kernel):
         instance = mapping.instance(shape.group)
         report = profiler.profile(shaped, instance.render(shaped.hook, shaped.loop_order), shape.name)
         hits[mapping.name], families[mapping.name], ceiling = report.hit_pct, instance.label, report.ceiling_pct
         accesses = report.trace_accesses
+        sampling = next((note for note in report.notes if note.startswith("set sampling")), None)
     return SweepCell(shape=shape, status="profiled", line_accesses=accesses, hit_pct=hits, families=families,
-                     ceiling_pct=ceiling, seconds=time.perf_counter() - t0)
+                     ceiling_pct=ceiling, seconds=time.perf_counter() - t0, sampling=sampling)
 
 
 def _sweep_shape_task(kernel: tuple[str, str, str], shape: Shape, hw: HardwareSpec, access_cap: int, workdir: Path,
