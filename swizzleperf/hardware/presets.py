@@ -121,6 +121,9 @@ def load_spec_file(path: Path) -> HardwareSpec:
 def _yaml(text: str, path: Path):
     """YAML at most readback.MAX_NESTING deep (the parser recurses) and without aliases (a few lines of
     them expand to gigabytes) or tags outside safe YAML."""
+    flow = readback.nesting(text)  # brackets first: PyYAML takes 25 s to parse 20,000 of them
+    if flow > readback.MAX_NESTING:
+        raise HardwareSpecError(f"{path} nests {flow:,} levels deep; the limit is {readback.MAX_NESTING}")
     try:
         events = list(yaml.parse(text, Loader=yaml.SafeLoader))
         depth = deepest = 0

@@ -68,7 +68,7 @@ def read_text(path: Path, what: str, max_bytes: int = RECORD_BYTES, inside: Path
 
 def parse_json(text: str, what: str):
     """JSON text at most MAX_NESTING deep (checked before parsing: Python's parser recurses)."""
-    depth = _nesting(text)
+    depth = nesting(text)
     if depth > MAX_NESTING:
         raise StoredFileError(f"{what} nests {depth:,} levels deep; the limit is {MAX_NESTING}")
     try:
@@ -77,8 +77,9 @@ def parse_json(text: str, what: str):
         raise StoredFileError(f"{what} is not valid JSON ({echo(str(exc))})") from None
 
 
-def _nesting(text: str) -> int:
-    """The deepest bracket nesting outside strings, counted without recursion."""
+def nesting(text: str) -> int:
+    """The deepest bracket nesting outside double-quoted strings, counted without recursion (0 where it cannot
+    pass MAX_NESTING)."""
     if text.count("[") + text.count("{") <= MAX_NESTING:
         return 0  # cannot be deeper than the limit
     depth = deepest = 0
