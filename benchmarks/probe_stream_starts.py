@@ -3,6 +3,7 @@ and the L2 counters, at 1 and 2 programs per SM (needs an NVIDIA GPU and ncu).
 
     python benchmarks/probe_stream_starts.py OUT_DIR [--tokens 4096 8192]
     python benchmarks/probe_stream_starts.py --variant DIR TOKENS PER_SM   # write the kernel files only
+    python benchmarks/probe_stream_starts.py --summary STARTS.json[.gz]    # anywhere: what the times show
 
 The kernel is kernels/attention.py at 128 MHA heads, head_dim 64, bf16, non-causal (BLOCK_M 128: 32
 Q blocks per head at 4K tokens), launched as compiled (one program per SM: 130 registers) or with
@@ -117,7 +118,42 @@ def main(out: Path, token_counts: list[int]) -> int:
     return 0
 
 
+def summary(path: str) -> int:
+    """Per timed launch: program durations, how far apart a head's two Q blocks (program ids p and p + heads)
+    start in the first wave and after it, how long they overlap, and how the first wave's two programs of an
+    SM end (the docs' figures, from the recorded file)."""
+    import gzip
+
+    import numpy as np
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        record = json.load(handle)
+    slots = 2 * record["num_sms"]
+    print(f"{record['device']}: measured (%globaltimer, %smid); us")
+    for r in record["records"]:
+        start, end, sm = (np.array(r[k], float) / (1e3 if k != "smid" else 1) for k in ("start_ns", "end_ns", "smid"))
+        duration = end - start
+        line = (f"{r['tokens']} tokens, {r['per_sm']}/SM build, {r['order']}: duration median {np.median(duration):.1f} "
+                f"(p10 {np.percentile(duration, 10):.1f}, p90 {np.percentile(duration, 90):.1f})")
+        if r["order"] == "block-first":
+            pid = np.arange(len(start) - 128)
+            gap, first = np.abs(start[pid + 128] - start[pid]), pid + 128 < slots
+            overlap = np.clip(np.minimum(end[pid], end[pid + 128]) - np.maximum(start[pid], start[pid + 128]), 0, None)
+            wave = np.argsort(start)[:slots]
+            pairs = np.array([sorted(end[wave][sm[wave] == k]) for k in np.unique(sm[wave])
+                              if (sm[wave] == k).sum() == 2])
+            line += (f"; a head's Q blocks p, p+128 start {np.median(gap[first]):.2f} apart in the first wave, "
+                     f"{np.median(gap[~first]):.1f} after it (overlap {np.median(overlap[~first] / duration[pid][~first]):.2f}"
+                     f" of a program); an SM's first-wave pair ends at {np.median(pairs[:, 0]):.1f} and "
+                     f"{np.median(pairs[:, 1]):.1f}; start rank vs id {np.corrcoef(np.arange(len(start)), np.argsort(np.argsort(start)))[0, 1]:.4f}")
+        print(line)
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--summary"]:
+        sys.exit(summary(sys.argv[2]))
     if sys.argv[1:2] == ["--variant"]:
         print(write_variant(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])))
         sys.exit(0)
