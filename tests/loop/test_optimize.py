@@ -78,7 +78,7 @@ def test_optimize_writes_a_complete_run_and_leaves_the_kernel_alone(small_softma
     assert f"**Best: `{best.family}`" in report and "| 3 | search |" in report
     assert "Bijectivity of the best remap: proven bijective for all grid sizes (z3: every grid of up to " in report
     assert "| ok; proven for all grid sizes (z3) |" in report
-    assert f"Bounds: ceiling {best.report.ceiling_pct:.2f}%" in report and "achievable" in report
+    assert f"Bounds: read-hit ceiling {best.report.ceiling_pct:.2f}%" in report and "achievable" in report
     assert "Where the best remap puts programs: die 0 of 8 runs logical programs" in report
     # the simulator says what the achievable bound's assignment groups; tiles.png and report.md show it only
     # where the best remap fetches more than that assignment

@@ -49,7 +49,7 @@ def test_aware_context_states_the_spec_dispatch_and_per_die_profile(prompts):
     assert "program id w runs on XCD w % 8" in text
     assert "receives the XCD count as NUM_XCDS (= 8)" in text
     assert "predicted by the simulator" in text
-    assert "read-hit ceiling 96.88%" in text and "headroom 56.53 points" in text
+    assert "ceiling 96.88%" in text and "headroom 56.53 points" in text
     # 8 XCDs x 262,144 distinct lines each, 262,144 in the kernel: every line is fetched by all 8
     assert "summed over the 8 XCDs: 2,097,152" in text and "fetched by 8.00 XCDs" in text
     rows = [line.split() for line in text.splitlines() if re.match(r"^\s+\d+\s+2,048\s", line)]
@@ -102,7 +102,7 @@ def test_unaware_mode_shows_no_hardware_at_all(prompts):
     report = mi300x_report()
     assert hardware_context("unaware", PRESETS["mi300x"], report, prompts, HOOK) == NO_HARDWARE
     summary = report_summary("unaware", report)
-    assert summary == "L2 read hit 40.35% predicted (simulator); read-hit ceiling 96.88%"
+    assert summary == "L2 read hit 40.35% predicted (simulator); ceiling 96.88%"
     assert "die" in report_summary("aware", report)  # the aware summary does carry the per-die line count
 
 
