@@ -79,12 +79,32 @@ def achievable_sentence(report: BottleneckReport, num_domains: int) -> str | Non
         return None
     if not report.short_of_achievable:
         return "The best remap already reaches the achievable bound."
+    split = _assignment_and_capacity(report)
     if report.achievable_grouping is None:
-        return None
+        return split
     if report.achievable_fetches is not None and report.accesses is not None and report.hits is not None:
         return (f"{report.achievable_grouping}: the best remap fetches {report.accesses - report.hits:,} "
-                f"against that assignment's {report.achievable_fetches:,}.")
+                f"against that assignment's {report.achievable_fetches:,}." + (f" {split}" if split else ""))
     return f"{report.achievable_grouping}: the best remap's {report.hit_pct:.2f}% is short of it."
+
+
+def _assignment_and_capacity(report: BottleneckReport) -> str | None:
+    """What separates the best remap from the achievable assignment, split: assignment (its dies' first
+    touches, what it would fetch with caches big enough for every first touch, above the assignment's
+    fetches) and capacity (its fetches above its own first touches: fetched again after an eviction, which
+    no assignment removes). None where the per-die first touches are unknown (measured runs)."""
+    touches = [d.unique_lines for d in report.per_domain]
+    if not touches or None in touches or report.achievable_fetches is None or report.accesses is None:
+        return None
+    first, fetched = sum(touches), report.accesses - report.hits
+    assignment, capacity = first - report.achievable_fetches, fetched - first
+    if assignment <= 0:
+        return (f"Its assignment is as good as that one (its dies first-touch {first:,}, that assignment fetches "
+                f"{report.achievable_fetches:,}): the {fetched - report.achievable_fetches:,} fetches above are "
+                f"capacity, lines fetched again after an eviction, which no other remap's assignment removes.")
+    return (f"Of the {fetched - report.achievable_fetches:,} fetches above that assignment, {assignment:,} are its "
+            f"assignment (its dies first-touch {first:,}) and {capacity:,} capacity (fetched again after an eviction, "
+            f"which no assignment removes).")
 
 
 def write_pictures(run: RunDir, kernel: KernelFile, history: History, best: Attempt | None,

@@ -164,3 +164,16 @@ def test_a_remap_that_beats_the_partitioners_assignment_says_so():
     assert "fewer than the partitioner's assignment (80): the achievable figure is the best assignment found, and " \
            "this remap beat it" in bounds_text(report)
     assert "beat it" not in bounds_text(_attempt(1, REVERSED, 300).report)  # fetches 100
+
+
+@pytest.mark.parametrize("first_touch,said", [
+    (45, "Of the 20 fetches above that assignment, 10 are its assignment (its dies first-touch 90) and 10 capacity "
+         "(fetched again after an eviction, which no assignment removes)."),
+    (35, "Its assignment is as good as that one (its dies first-touch 70, that assignment fetches 80): the 20 fetches "
+         "above are capacity, lines fetched again after an eviction, which no other remap's assignment removes."),
+])
+def test_what_is_left_above_the_achievable_bound_is_split_into_assignment_and_capacity(first_touch, said):
+    from swizzleperf.records.report import DomainStats
+    report = _attempt(1, REVERSED, 300).report.model_copy(update={"per_domain": [
+        DomainStats(domain=d, accesses=200, hits=150, unique_lines=first_touch) for d in (0, 1)]})
+    assert artifacts.achievable_sentence(report, 8).endswith(said)  # 100 fetched against the assignment's 80
