@@ -117,7 +117,7 @@ def verdict_text(attempt: Attempt, baseline: Attempt | None) -> Text:
 def attempts_table(history: History, title: str) -> Table:
     """Every attempt; under a measured profiler, each one's kernel time and speedup over the kernel's own order."""
     best, baseline = history.best(), history.baseline()
-    timed = any(a.report is not None and a.report.timing is not None for a in history.attempts)
+    timed = history.timed()
     table = Table(title=title, title_justify="left")
     columns = [("#", "right"), ("origin", "left"), ("family", "left"), ("L2 read hit %", "right")]
     columns += [("median ms", "right"), ("p20-p80 ms", "right"), ("speedup", "right")] if timed else []

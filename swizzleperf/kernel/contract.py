@@ -112,6 +112,11 @@ class LoopOrderSignature:
         return self.as_hook().render()
 
 
+def source_sha256(source: str) -> str:
+    """A kernel file's identity in run records: the sha256 of its decoded text."""
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class KernelFile:
     """A loaded kernel file that satisfies the contract."""
@@ -138,7 +143,7 @@ class KernelFile:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.source.encode()).hexdigest()
+        return source_sha256(self.source)
 
     @property
     def loop_order_source(self) -> str | None:

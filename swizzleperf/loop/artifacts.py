@@ -171,7 +171,7 @@ def write_report(run: RunDir, history: History, pictures: list[str], grouping: s
                 f"{rec.usage.completion_tokens} completion tokens" +
                 (f", ${rec.usage.cost_usd:.4f}" if rec.usage.cost_usd is not None else ""), ""]
     out += [f"![{name}]({name})" for name in pictures] + [""]
-    timed = any(a.report is not None and a.report.timing is not None for a in history.attempts)
+    timed = history.timed()
     times = " median ms | p20-p80 ms | speedup |" if timed else ""
     out += [f"| # | origin | family | L2 read hit % |{times} seconds | verdict |",
             "|---|---|---|---|" + "---|" * (3 if timed else 0) + "---|---|"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 
 from swizzleperf.kernel.contract import KernelFile
+from swizzleperf.profilers.timer import speedup
 from swizzleperf.records.attempt import Attempt
 from swizzleperf.records.proposal import AttemptView
 from swizzleperf.records.report import RUN_TO_RUN_PTS
@@ -99,6 +100,10 @@ class History:
         self.attempts.append(attempt)
         self._fresh.add(id(attempt))
 
+    def timed(self) -> bool:
+        """Whether a measured profiler timed any attempt (then tables show time columns)."""
+        return any(a.report is not None and a.report.timing is not None for a in self.attempts)
+
     def is_fresh(self, attempt: Attempt) -> bool:
         return id(attempt) in self._fresh
 
@@ -143,7 +148,7 @@ def time_cells(attempt: Attempt, baseline: Attempt | None) -> tuple[str, str, st
     base = baseline.report.timing if baseline is not None and baseline.report else None
     if base is None or attempt is baseline or base.l2_state != timing.l2_state:
         return f"{timing.median_ms:.4f}", spread, ""
-    ratio, low, high = base.median_ms / timing.median_ms, base.p20_ms / timing.p80_ms, base.p80_ms / timing.p20_ms
+    ratio, low, high = speedup(base, timing)
     return f"{timing.median_ms:.4f}", spread, f"{ratio:.3f}x" + (" (within noise)" if low <= 1.0 <= high else "")
 
 

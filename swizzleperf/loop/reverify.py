@@ -15,12 +15,11 @@ The kernel's own hook, the baseline, needs no check: it is the kernel file the u
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from swizzleperf.errors import RunError
 from swizzleperf.hardware.spec import HardwareSpec
-from swizzleperf.kernel.contract import KernelFile, load_kernel
+from swizzleperf.kernel.contract import KernelFile, load_kernel, source_sha256
 from swizzleperf.loop.history import History
 from swizzleperf.loop.pipeline import CandidateEvaluator
 from swizzleperf.loop.rundir import RunDir
@@ -31,19 +30,25 @@ from swizzleperf.untrusted import source_text
 REREAD = "re-checked when read back from disk: "
 
 
+def lies_beside(run: RunDir, path: Path) -> bool:
+    """Whether `path` lies in the current directory or in the one holding the run's runs directory: where the
+    recorded kernel is taken without being named."""
+    places = (Path.cwd().resolve(), run.path.resolve().parent.parent)
+    return any(place in Path(path).resolve().parents for place in places)
+
+
 def run_kernel(run: RunDir, named: Path | None = None) -> KernelFile:
     """The run's kernel file, loaded only once it is shown to be the one the run was started on."""
     recorded = Path(run.record.kernel.path)
     path = Path(named or recorded).resolve()
     if named is None:
-        places = (Path.cwd().resolve(), run.path.resolve().parent.parent)
-        if not any(place == path or place in path.parents for place in places):
+        if not lies_beside(run, path):
             raise RunError(f"run {run.record.run_id} names its kernel {recorded}, outside this directory and the one "
                            f"holding its runs; give the kernel file: swizzleperf optimize KERNEL --resume {run.path}")
     if not path.is_file():
         raise RunError(f"the run's kernel file {path} no longer exists")
     try:
-        digest = hashlib.sha256(source_text.decode(path.read_bytes()).encode()).hexdigest()
+        digest = source_sha256(source_text.decode(path.read_bytes()))
     except (OSError, UnicodeDecodeError) as exc:
         raise RunError(f"cannot read the run's kernel file {path}: {exc}") from None
     if digest != run.record.kernel.sha256:

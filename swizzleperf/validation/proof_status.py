@@ -66,12 +66,10 @@ def unproven_reason(verdict: ProofVerdict | None, needed_programs: int) -> str |
     declared grid), or None where it does: what --allow-unproven is asked to accept."""
     if verdict is None:
         return f"nothing beyond the sampled grids is proven: {INSTALL_NOTE}"
-    if verdict.status == "proven" and verdict.max_programs >= needed_programs:
+    bound = verdict.max_programs if verdict.status == "proven" else verdict.proven_max_programs
+    if bound and bound >= needed_programs:
         return None
-    if verdict.status == "proven" or verdict.proven_max_programs:
-        bound = verdict.max_programs if verdict.status == "proven" else verdict.proven_max_programs
-        if bound >= needed_programs:
-            return None
+    if bound:
         return (f"proven only for grids of up to {bound:,} programs, fewer than the kernel's largest declared grid "
                 f"({needed_programs:,})")
     return f"not proven for every grid within the time budget ({verdict.reason})"

@@ -19,7 +19,7 @@ from swizzleperf.loop.driver import DEFAULT_BATCH, LoopSettings, Observer, finis
 from swizzleperf.loop.executors import Executor, make_executor
 from swizzleperf.loop.history import History, within_noise
 from swizzleperf.loop.pipeline import CandidateEvaluator
-from swizzleperf.loop.reverify import run_kernel, verified_best
+from swizzleperf.loop.reverify import lies_beside, run_kernel, verified_best
 from swizzleperf.loop.rundir import RunDir, find_run
 from swizzleperf.profilers.base import Profiler
 from swizzleperf.profilers.select import select_profiler
@@ -155,9 +155,10 @@ def write_best(run: RunDir, kernel: KernelFile) -> str:
     """--write: the best remap into the user's kernel file; the sentence that says what happened."""
     best = run.best_dir / kernel.path.name
     history = run.load_history()
-    if history.best() is None or history.best().origin == "baseline" or not best.exists():
+    chosen = history.best()
+    if chosen is None or chosen.origin == "baseline" or not best.exists():
         return "--write: the original remap is still the best; the kernel file is unchanged"
-    if within_noise(history.best(), history.baseline()) is not None:
+    if within_noise(chosen, history.baseline()) is not None:
         return "--write: the best remap's gain is within the profiler's noise; the kernel file is unchanged"
     kernel.path.write_text(best.read_text())
     return f"--write: wrote the best remap into {kernel.path}"
@@ -167,6 +168,5 @@ def resume_command(run: RunDir) -> str:
     """The exact command that continues `run`, for a shell in this directory (naming the kernel where
     run_kernel would not take the recorded path on its own)."""
     kernel = Path(run.record.kernel.path)
-    places = (Path.cwd().resolve(), run.path.resolve().parent.parent)
-    named = "" if any(p in kernel.parents for p in places) else f"{shlex.quote(str(kernel))} "
+    named = "" if lies_beside(run, kernel) else f"{shlex.quote(str(kernel))} "
     return f"swizzleperf optimize {named}--resume {shlex.quote(str(run.path))}"
