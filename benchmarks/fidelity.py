@@ -2,8 +2,11 @@
 
     python benchmarks/fidelity.py measure OUT.json [--kernels K ...]   # on an NVIDIA GPU with ncu
     python benchmarks/fidelity.py compare OUT.json [--hardware h100] [--repeats OUT2.json ...]  # anywhere
+    python benchmarks/fidelity.py compare benchmarks/recorded/streams-start-apart-ncu-h200.json --hardware h200
+        # attention's Q blocks that share a head's K/V but start apart (probe_stream_starts.py)
         [--placement RECORD.json.gz]  # also on the SMs probe_placement.py --remaps recorded
         [--walk-seeds 1,2,3]  # also under other draws of the scheduler walk (h100, h200): the ranges
+        [--younger-slowdown S]  # a CU's k-th oldest program at 1 / (1 + S k) instead of the preset's pace
     python benchmarks/fidelity.py merge OUT.json PART.json ... [--kernels K ...]  # parts measured side by side
     python benchmarks/fidelity.py requests OUT.json ... [--hardware h100] [--l1-ways N]  # the L1's filtering
 
@@ -20,11 +23,14 @@ predicted and counted by ncu.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SUITE = ("softmax", "gemm", "transpose", "layernorm", "attention", "elementwise", "spmv", "blackscholes",
          "fdtd2d", "stencil2d", "smithwaterman")
@@ -34,10 +40,19 @@ SIZE_OVERRIDES = {"attention": "mha64_4k"}
 OUTSIDE = ("colsum", "gemv_batched")  # benchmarks/outside_suite: patterns the model was not built around
 
 
+STREAMS = re.compile(r"attention_h128_(\d+)k_(\d)per_sm")  # benchmarks/probe_stream_starts.py's variants
+
+
 def kernel_path(name: str) -> Path:
-    """A suite kernel, or one of benchmarks/outside_suite, or a path."""
+    """A suite kernel, one of benchmarks/outside_suite, a variant of attention probe_stream_starts.py measured
+    (written to a temporary folder), or a path."""
     if name.endswith(".py"):
         return Path(name)
+    if variant := STREAMS.fullmatch(name):
+        from probe_stream_starts import write_variant
+
+        folder = Path(tempfile.mkdtemp(prefix="swizzleperf-streams-"))
+        return write_variant(folder, int(variant[1]) * 1024, int(variant[2]))
     suite = ROOT / "kernels" / f"{name}.py"
     return suite if suite.exists() else ROOT / "benchmarks" / "outside_suite" / f"{name}.py"
 
@@ -85,6 +100,9 @@ def cmd_compare(args) -> int:
     placements = load_placements(args.placement) if args.placement else None
     repeats = [Measurement.model_validate_json(Path(p).read_text()) for p in args.repeats]
     hw, _ = resolve(args.hardware)
+    if args.younger_slowdown is not None:
+        hw = hw.model_copy(update={"dispatch": hw.dispatch.model_copy(
+            update={"younger_slowdown": args.younger_slowdown})})
     if args.walk_seeds and hw.dispatch.walk is None:
         print(f"--walk-seeds: {hw.name} has no scheduler walk to draw again", file=sys.stderr)
         return 2
@@ -284,6 +302,8 @@ def main() -> int:
                    help="more recordings of the same remaps: compared against the mean, with how much they disagree")
     c.add_argument("--placement", metavar="RECORD",
                    help="SMs recorded by probe_placement.py --remaps: also simulate each remap on them")
+    c.add_argument("--younger-slowdown", type=float, default=None, metavar="S",
+                   help="simulate with this pace rule instead of the preset's (a kernel's own, from fit_pace.py)")
     c.add_argument("--walk-seeds", type=lambda text: [int(x) for x in text.split(",")], default=[], metavar="S,...",
                    help="simulate again with the scheduler walk's disorder drawn from these seeds too (h100, h200) "
                         "and print each kernel's range of rank correlation and error")

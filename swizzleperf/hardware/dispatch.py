@@ -17,29 +17,37 @@ Residency
   - Occupancy is a fixed assumption: it does not depend on the kernel's registers or shared memory.
 
 Interleaving (what the cache sees)
-  - The resident programs sit in a rotation of `resident` positions; position i starts on the CU
-    the measured first-wave sequence gives it (`HardwareSpec.first_wave_cus`) and keeps it. A *turn* visits the positions
-    in order; each resident program issues one *round* per turn: the load and store instructions it
-    has in flight together, each with all its distinct lines, back to back (rounds.py: the loads of
-    straight-line code, one loop iteration, a store after the loads it writes). A trace without the
-    instructions' sites issues one instruction per turn. All programs run at the same speed: a turn
-    is one memory round trip.
-  - When a program issues its last event, the next program of the domain's queue takes its
-    position and issues its first event on the next turn. Positions that finish in the same turn
-    take the next programs in a hashed (arbitrary, reproducible) order, not in position order, and a
-    program runs on its position's CU. Programs with no events are skipped. When the queue is empty,
-    positions fall idle and the rest keep rotating.
+  - The resident programs sit in a rotation, in the order they started; the first wave's position i
+    starts on the CU the measured first-wave sequence gives it (`HardwareSpec.first_wave_cus`). A
+    *turn* visits the rotation in order; a program issues a *round* on a turn: the load and store
+    instructions it has in flight together, each with all its distinct lines, back to back
+    (rounds.py: the loads of straight-line code, one loop iteration, a store after the loads it
+    writes). A trace without the instructions' sites issues one instruction per round. A turn is one
+    memory round trip of a CU's oldest program.
+  - A CU's programs do not go at one pace (`dispatch.younger_slowdown`, s): its k-th oldest resident
+    program (k = 0 the oldest) gains 1 / (1 + s k) of a round per turn and issues a round on the
+    turns it has gained a whole one; it moves up a rank when an older one ends. A program issues its
+    first round on its first turn. Measured on an H200 (benchmarks/fit_pace.py): an SM's first-wave
+    programs, started together, free their slots in a spread that this rule reproduces with s from
+    0.021 (gemm) to 0.25 (attention), 0.066 the median over nine kernels. So waves dissolve: a
+    program starts when a slot frees, which happens at a different time on every SM, and programs
+    that read one stream (a head's K/V) but start a wave apart no longer share it turn for turn
+    (docs/measurements/streams-start-apart-2026-11-28.md). With s = 0 every program issues a round
+    every turn (lock-step).
+  - When programs finish, they leave the rotation and as many next programs of the domain's queue
+    join its end, each issuing its first round on the next turn. Without a placement each takes a CU
+    one of the finished freed, in a hashed (arbitrary, reproducible) order; with one (the scheduler
+    walk's, or one recorded on a GPU) each runs on its own. Programs with no events are skipped. When
+    the queue is empty, the rotation shrinks.
   - Where the spec has a scheduler walk (h100, h200: `dispatch.walk`), the CU of each program follows
     NVIDIA's block scheduler instead (scheduler.py): it gives freed slots the next programs walking its
     SM order from the SM it served last, so consecutive programs share an L2 side and an L1 more often
     than at random, as measured (55-82 % side, benchmarks/probe_placement.py). The walk needs when slots
-    free, so it runs over program durations in ns (rounds times a per-kernel time per round) before the
-    replay. With a placement (the walk's, or one recorded on a GPU), the replay's turns take the resident
-    programs in the order they started: a finished program leaves the rotation and the next queued ones
-    join its end, as the GPU starts programs in launch order (start times recorded on an H200,
-    tests/fixtures/probes/placement-starts-h200.json.gz), not in an arbitrary order of freed slots.
-    What placement is worth is measured: `fidelity.py compare --placement` simulates measured remaps on the
-    SMs an H100 ran them on (README).
+    free, so it runs over program durations in ns (rounds times a per-kernel time per round, stretched by
+    the same pace rule) before the replay. The turns take the resident programs in the order they started,
+    as the GPU starts programs in launch order (start times recorded on an H200,
+    tests/fixtures/probes/placement-starts-h200.json.gz). What placement is worth is measured:
+    `fidelity.py compare --placement` simulates measured remaps on the SMs an H100 ran them on (README).
   - Domains run independently: each has its own L2 and no access of one domain affects another,
     so the relative timing between domains is irrelevant to the hit rate.
   - Every domain's L2 starts cold (no data from a previous kernel).

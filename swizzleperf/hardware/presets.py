@@ -20,13 +20,17 @@ from swizzleperf.untrusted.parse import echo
 
 MiB = 1024 * 1024
 KiB = 1024
+# A CU's k-th oldest resident program goes 1 / (1 + 0.066 k) as fast as its oldest: measured on an H200 from when
+# each SM's first-wave programs free their slots (benchmarks/fit_pace.py; the median over nine kernels, whose own
+# figures range from 0.021, gemm, to 0.25, attention). Not measured on the other GPUs; the same rule is assumed.
+YOUNGER_SLOWDOWN = 0.066
 _CDNA3 = dict(vendor="amd", num_domains=8, l2_bytes_per_domain=4 * MiB, line_bytes=128, l2_ways=16,
-              dispatch=Dispatch(policy="round_robin", chunk=1), next_level="Infinity Cache (MALL)",
+              dispatch=Dispatch(policy="round_robin", chunk=1, younger_slowdown=YOUNGER_SLOWDOWN), next_level="Infinity Cache (MALL)",
               next_level_bytes=256 * MiB, l1_bytes_per_cu=32 * KiB)
 # Hopper: 256 KB of L1 and shared memory per SM; a kernel without shared memory still gets a 32 KB
 # carve-out (ncu launch__shared_mem_config_size on an H100), which leaves 224 KB of L1.
 _HOPPER = dict(vendor="nvidia", num_domains=1, line_bytes=128, sector_bytes=32, l2_ways=16,
-               dispatch=Dispatch(policy="in_order"), unified_l1_bytes_per_cu=256 * KiB, l1_bytes_per_cu=224 * KiB)
+               dispatch=Dispatch(policy="in_order", younger_slowdown=YOUNGER_SLOWDOWN), unified_l1_bytes_per_cu=256 * KiB, l1_bytes_per_cu=224 * KiB)
 # GH100 with 132 SMs (H100 SXM, H200): two L2 partitions; SM sides, scheduler order and the L1 as measured on an
 # H100. The L1's index is an unpublished hash (benchmarks/probe_l1.py): a random cycle of lines re-walked
 # conflicts like an 8-way cache with a random index (mean error 0.06 of the hit fraction; 16 ways: 0.08), but
@@ -41,7 +45,7 @@ _GH100_132 = dict(l2_partitions=2, cu_partition=sm_partition("h100"), l1_ways=16
 
 
 def _gh100_dispatch(peak_dram_gb_per_s: float) -> Dispatch:
-    return Dispatch(policy="in_order", first_wave=first_wave_sequence("h100"),
+    return Dispatch(policy="in_order", first_wave=first_wave_sequence("h100"), younger_slowdown=YOUNGER_SLOWDOWN,
                     walk=SchedulerWalk(peak_dram_bytes_per_ns=peak_dram_gb_per_s))
 
 

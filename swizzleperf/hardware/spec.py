@@ -45,7 +45,7 @@ class Dispatch(BaseModel):
     round_robin: program `w` goes to domain `(w // chunk) % num_domains` (AMD's workgroup
     dispatcher, chunk 1 by default). in_order: every program shares one L2 and programs
     start in increasing id order (NVIDIA); with `walk`, freed slots take the next programs walking the
-    scheduler's SM order (the first wave's), else in a hashed order.
+    scheduler's SM order (the first wave's), else take the CUs finished programs freed, in a hashed order.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,6 +56,9 @@ class Dispatch(BaseModel):
                           "(benchmarks/probe_l2_partitions.py); a CU recurs once per program it takes; "
                           "None: 0, 1, 2, ... round and round")
     walk: SchedulerWalk | None = Field(None, description="in_order only: where programs after the first wave run")
+    younger_slowdown: float = Field(0.0, ge=0, le=10, description="a CU's k-th oldest resident program goes 1 / (1 + "
+                                                                  "younger_slowdown x k) as fast as its oldest (0: all "
+                                                                  "together; measured: benchmarks/fit_pace.py)")
 
     @model_validator(mode="after")
     def _walk_needs_in_order(self) -> "Dispatch":

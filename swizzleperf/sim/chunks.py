@@ -80,16 +80,16 @@ def replay_domain(source, queue: np.ndarray, spl: int, first_wave: np.ndarray, b
     """Replay one domain's queue (programs in start order) chunk by chunk; returns the chunks used.
 
     `cu_of_program` (indexed by trace program): where each program ran on a GPU, replacing the dispatch model's
-    placement; the turns then take the resident programs in the order they started (replay.py).
+    placement (replay.py).
 
-    `model` = (l2 state, l2 geometry, partition_of_cu, partitions, l1 state, l1 geometry, seen_bits,
+    `model` = (pace_of_rank, l2 state, l2 geometry, partition_of_cu, partitions, l1 state, l1 geometry, seen_bits,
     sample), the arguments of `replay_chunk` after the chunk's."""
     positions = min(first_wave.shape[0], queue.shape[0])
     work = queue[source.nev[queue] > 0]  # programs without events never take a position
     rotation = (np.zeros(positions, np.int64), np.zeros(positions, np.int64), first_wave[:positions].copy(),
-                np.zeros(positions, np.int64))
-    state = np.array([positions, 0, 0, 0], dtype=np.int64)
-    l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, seen_bits, sample = model
+                np.zeros(positions, np.int64), np.zeros(positions, np.int64))
+    state = np.array([positions, 0, 0], dtype=np.int64)
+    pace_of_rank, l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry, seen_bits, sample = model
     taken, live, live_done, chunks = 0, np.empty(0, np.int64), np.empty(0, np.int64), 0
     while True:
         new = len(work) - taken if source.in_memory else _fitting(source, work, taken, live, budget, positions)
@@ -102,13 +102,13 @@ def replay_domain(source, queue: np.ndarray, spl: int, first_wave: np.ndarray, b
             _resume(rotation, state, lo, hi, live_done, len(live))
         final = taken + new == len(work)
         chunks += 1
-        if replay_chunk(chunk, lo, hi, placed, final, rotation, state, l2, l2_geometry, partition_of_cu, partitions,
-                        l1, l1_geometry, spl, seen_bits, sample, counts):
+        if replay_chunk(chunk, lo, hi, placed, final, rotation, state, pace_of_rank, l2, l2_geometry, partition_of_cu,
+                        partitions, l1, l1_geometry, spl, seen_bits, sample, counts):
             return chunks
         taken += int(state[QUEUED]) - (len(live) if chunks > 1 else 0)
-        active = np.flatnonzero(rotation[0][:state[0]] != rotation[1][:state[0]])
-        live = programs[rotation[3][active]]
-        live_done = rotation[0][active] - lo[rotation[3][active]]
+        running = rotation[3][:state[0]]  # every position in use holds a running program
+        live = programs[running]
+        live_done = rotation[0][:state[0]] - lo[running]
 
 
 def _fitting(source, work: np.ndarray, taken: int, live: np.ndarray, budget: int, positions: int) -> int:
@@ -120,15 +120,12 @@ def _fitting(source, work: np.ndarray, taken: int, live: np.ndarray, budget: int
 
 
 def _resume(rotation, state, lo: np.ndarray, hi: np.ndarray, done: np.ndarray, n_live: int) -> None:
-    """Point the running positions at their programs in the new chunk (live programs come first, in
-    position order); idle positions stay idle."""
-    next_event, end_event, _, prog_of = rotation
-    positions = int(state[0])
-    running = np.flatnonzero(next_event[:positions] != end_event[:positions])
-    next_event[:positions] = end_event[:positions] = 0
-    prog_of[running] = np.arange(n_live)
-    next_event[running] = lo[:n_live] + done
-    end_event[running] = hi[:n_live]
+    """Point the positions in use at their programs in the new chunk (the live programs come first, in position
+    order)."""
+    next_event, end_event, _, prog_of = rotation[:4]
+    prog_of[:n_live] = np.arange(n_live)
+    next_event[:n_live] = lo[:n_live] + done
+    end_event[:n_live] = hi[:n_live]
     state[QUEUED] = n_live
 
 

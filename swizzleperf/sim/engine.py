@@ -45,6 +45,7 @@ from swizzleperf.sim.replay import (
     L1_LOOKUPS,
     N_COUNTS,
     PROMOTED_MISSES,
+    RATE_ONE,
     READ_HITS,
     READ_LOOKUPS,
     WRITE_LOOKUPS,
@@ -168,10 +169,10 @@ def model_notes(hw: HardwareSpec) -> list[str]:
         "prediction, not a measurement: the captured memory trace replayed through a model of the caches",
         dispatch,
         f"{hw.resident_programs_per_domain} programs resident per domain ({hw.cus_per_domain} CUs x "
-        f"{hw.programs_per_cu} per CU), each issuing one round per turn in rotation (the loads it has in flight "
-        f"together: straight-line loads, one loop iteration, then its stores; a load whose address comes from "
-        f"loaded data is not told apart); "
-        f"a finished program is replaced by the next queued one" + _refill_note(hw),
+        f"{hw.programs_per_cu} per CU), turning in the order they started, each issuing rounds (the loads it has in "
+        "flight together: straight-line loads, one loop iteration, then its stores; a load whose address comes from "
+        "loaded data is not told apart)" + _pace_note(hw) + "; a finished program is replaced by the next queued "
+        "one" + _refill_note(hw),
         l1,
         f"L2 per domain: {hw.l2_bytes_per_domain / MiB:g} MB, {hw.l2_ways}-way, {hw.num_sets} sets, {granule}, "
         f"set index {hw.set_index}, true LRU, cold at kernel start",
@@ -190,17 +191,24 @@ def model_notes(hw: HardwareSpec) -> list[str]:
     ]
 
 
+def _pace_note(hw: HardwareSpec) -> str:
+    slowdown = hw.dispatch.younger_slowdown
+    if slowdown == 0:
+        return ", one round per turn"
+    return (f": a CU's oldest program one round per turn, its k-th oldest 1 / (1 + {slowdown:g} k) of one "
+            f"(measured on an H200: younger programs go slower, so waves dissolve)")
+
+
 def _refill_note(hw: HardwareSpec) -> str:
     walk = hw.dispatch.walk
     if walk is None:
-        return " on the same CU, those finishing in one turn in a hashed order"
+        return " on a CU a finished one freed, taken in a hashed order"
     return (f"; the SM it runs on is the scheduler's walk (measured on an H100, fitted on programs that only spin): "
             f"freed slots, taken {walk.window_ns:g} ns at a time, get the next programs walking the SM order on from "
             f"the SM served last, each program running its rounds x the longer of {walk.dram_latency_ns:g} ns (a DRAM "
             f"round trip) and the kernel's compulsory DRAM traffic at {walk.peak_dram_bytes_per_ns / 1000:g} TB/s "
             f"shared over its rounds, +- {walk.finish_jitter_ns:g} ns of disorder (seed {walk.seed}; no compute "
-            f"term); each turn takes the resident programs in the order they started, as the GPU starts them in launch "
-            f"order")
+            f"term; stretched by the same pace rule)")
 
 
 # --- the entry point ---------------------------------------------------------------------------
@@ -240,7 +248,7 @@ def simulate(trace: "Trace | PreparedTrace", program_for_slot, hw: HardwareSpec,
         seen_bits = np.zeros((prepared.unique_lines * spl + 63) // 64, dtype=np.uint64)
         sets = chosen.mask() if chosen else np.zeros(0, np.uint8)
         replay_domain(source, queue, spl, model["first_wave"], budget,
-                      (l2, (*model["l2"].kernel_args, hw.fetch_sectors), model["partition_of_cu"], hw.l2_partitions,
+                      (model["pace_of_rank"], l2, (*model["l2"].kernel_args, hw.fetch_sectors), model["partition_of_cu"], hw.l2_partitions,
                        l1, model["l1_args"],
                        seen_bits, sets), counts, cu_of_program)
         return counts
@@ -298,4 +306,11 @@ def _model(hw: HardwareSpec) -> dict:
     l1 = CacheGeometry(num_sets=max(1, hw.l1_sets), ways=hw.l1_ways, set_index="hash")
     return {"l2": CacheGeometry(num_sets=hw.sets_per_partition, ways=hw.l2_ways, set_index=hw.set_index),
             "l1": l1, "l1_args": (hw.l1_sets, l1.set_bits, hw.l1_ways), "first_wave": first_wave,
-            "partition_of_cu": partition_of_cu}
+            "partition_of_cu": partition_of_cu, "pace_of_rank": pace_of_rank(hw, first_wave.shape[0])}
+
+
+def pace_of_rank(hw: HardwareSpec, positions: int) -> np.ndarray:
+    """int64[positions + 1]: how far a CU's k-th oldest resident program gets per turn, in RATE_ONE units of a
+    round: 1 / (1 + slowdown x k) of the oldest's (dispatch.py)."""
+    ranks = np.arange(positions + 1)
+    return np.round(RATE_ONE / (1.0 + hw.dispatch.younger_slowdown * ranks)).astype(np.int64)

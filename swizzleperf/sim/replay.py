@@ -1,11 +1,11 @@
 """The numba pass over one domain, fed a compact (run) trace chunk by chunk.
 
-The dispatch model (dispatch.py) interleaves a domain's resident programs one round per turn, so
-the pass needs only the programs resident now and the next ones of the queue. `replay_domain`
+The dispatch model (dispatch.py) interleaves a domain's resident programs in turns, each issuing rounds at
+its pace, so the pass needs only the programs resident now and the next ones of the queue. `replay_domain`
 loads the queue in chunks that fit a memory budget: a chunk holds the programs still running (from
 the event they reached) and the next queued ones; the pass stops at a turn boundary when fewer
 queued programs are left in the chunk than a turn could start, and resumes in the next chunk with
-its state (rotation, caches, counters) intact. A trace that fits the budget is one chunk; the
+its state (rotation, credits, caches, counters) intact. A trace that fits the budget is one chunk; the
 counts do not depend on the chunking.
 """
 
@@ -24,7 +24,8 @@ from swizzleperf.sim.cache_model import HASH, add_to_last, first_touch, home_par
 (READ_LOOKUPS, READ_HITS, WRITE_LOOKUPS, L1_LOOKUPS, L1_HITS, FIRST_FETCHES, DRAM_FETCHES, PROMOTED_MISSES,
  SAMPLED_LOOKUPS) = range(9)
 N_COUNTS = 8  # the result's columns; SAMPLED_LOOKUPS only scales them
-POSITIONS, ACTIVE, TURN, QUEUED = range(4)  # the scalar state between chunks
+POSITIONS, TURN, QUEUED = range(3)  # the scalar state between chunks
+RATE_ONE = 1 << 16  # a program's pace in fixed point: one round per turn
 
 _SECTOR_COUNT = np.array([bin(m).count("1") for m in range(256)], dtype=np.int64)
 
@@ -133,53 +134,43 @@ def _issue_event(event, cu, chunk, l2, l2_geometry, partition_of_cu, partitions,
 
 @numba.njit(cache=True, nogil=True)
 def refill_key(turn, position):
-    """Sort key for the positions that finished in one turn: the order they take new programs in. A hash,
-    arbitrary but reproducible. Only without a placement: placed programs turn in the order they started
-    (`_refill_in_start_order`)."""
+    """Sort key for the positions that finished in one turn: the order their CUs take new programs in, without a
+    placement. A hash, arbitrary but reproducible."""
     return mix64((np.uint64(turn) << np.uint64(32)) | np.uint64(position))
 
 
 @numba.njit(cache=True, nogil=True)
-def _start_next(queued, prog_lo, prog_hi, rotation, i, placed):
-    """Put the chunk's next queued program that has events into position i (or leave i idle). With a recorded
-    placement (`placed`: each chunk program's CU) the program runs on its recorded CU, else on the position's."""
-    next_event, end_event, cu_of, prog_of = rotation
+def _start_next(queued, prog_lo, prog_hi, rotation, i, cu):
+    """Put the chunk's next queued program that has events into position i, on CU `cu`, owed its first round on
+    the next turn; returns the queue index (position i stays idle when the queue has none)."""
+    next_event, end_event, cu_of, prog_of, credit = rotation
     while queued < prog_lo.shape[0]:
         q = queued
         queued += 1
         if prog_hi[q] > prog_lo[q]:
-            next_event[i], end_event[i], prog_of[i] = prog_lo[q], prog_hi[q], q
-            if placed.shape[0]:
-                cu_of[i] = placed[q]
+            next_event[i], end_event[i], prog_of[i], cu_of[i], credit[i] = prog_lo[q], prog_hi[q], q, cu, RATE_ONE
             return queued
     next_event[i] = end_event[i]
     return queued
 
 
 @numba.njit(cache=True, nogil=True)
-def _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation, placed):
-    """Give the positions that finished in `turn` the next queued programs, in an order the hardware
-    does not fix (a hash of turn and position): returns (queue index, positions left idle)."""
+def _refill(finished, count, turn, positions, queued, prog_lo, prog_hi, rotation, placed):
+    """The rotation is the resident programs in the order they started: the `count` that finished in `turn` leave
+    it and as many next queued ones join its end, each on its recorded CU (`placed`: per chunk program) or else on
+    a CU that one of them freed, taken in an order the hardware does not fix (a hash of turn and position).
+    Returns (positions in use, queue index)."""
     keys = np.empty(count, dtype=np.uint64)
+    freed = np.empty(count, dtype=np.int64)
     for j in range(count):
         keys[j] = refill_key(turn, finished[j])
-    idle = 0
-    for j in np.argsort(keys):
-        i = finished[j]
-        queued = _start_next(queued, prog_lo, prog_hi, rotation, i, placed)
-        idle += rotation[0][i] == rotation[1][i]
-    return queued, idle
-
-
-@numba.njit(cache=True, nogil=True)
-def _refill_in_start_order(positions, queued, prog_lo, prog_hi, rotation, placed):
-    """With a placement (each program's CU fixed beforehand), the rotation is the resident programs in the order
-    they started: the finished ones leave it, the next queued ones join at its end, as many as left. Returns
-    (positions in use, queue index)."""
+        freed[j] = rotation[2][finished[j]]
     kept = _compact(rotation, positions)
-    capacity = rotation[0].shape[0]
-    while kept < capacity and queued < prog_lo.shape[0]:
-        queued = _start_next(queued, prog_lo, prog_hi, rotation, kept, placed)
+    for j in np.argsort(keys):
+        if queued == prog_lo.shape[0]:
+            break
+        cu = placed[queued] if placed.shape[0] else freed[j]
+        queued = _start_next(queued, prog_lo, prog_hi, rotation, kept, cu)
         kept += rotation[0][kept] != rotation[1][kept]
     return kept, queued
 
@@ -197,29 +188,44 @@ def _compact(rotation, positions):
 
 
 @numba.njit(cache=True, nogil=True)
-def replay_chunk(chunk, prog_lo, prog_hi, placed, final, rotation, state, l2, l2_geometry, partition_of_cu,
-                 partitions, l1, l1_geometry, spl, seen_bits, sample, counts):
+def _paces(rotation, positions, pace_of_rank, seen, paces):
+    """paces[i]: how far position i's program gets this turn (fixed point): by its age rank among its CU's resident
+    programs (the rotation is in start order, so the rank is how many earlier positions share its CU)."""
+    for i in range(positions):
+        seen[rotation[2][i]] = 0
+    for i in range(positions):
+        cu = rotation[2][i]
+        paces[i] = pace_of_rank[min(seen[cu], pace_of_rank.shape[0] - 1)]
+        seen[cu] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def replay_chunk(chunk, prog_lo, prog_hi, placed, final, rotation, state, pace_of_rank, l2, l2_geometry,
+                 partition_of_cu, partitions, l1, l1_geometry, spl, seen_bits, sample, counts):
     """Run turns until the domain is done (`final` chunk) or the chunk may run short of queued programs.
 
-    `rotation` = (next_event, end_event, cu_of, prog_of) per position, `state` = (positions, active, turn,
-    queued) in chunk-local program indices; both persist between chunks. `placed`: the chunk's programs' recorded
-    CUs, or empty for the dispatch model's. Returns True when done."""
-    next_event, end_event, cu_of, _ = rotation
+    `rotation` = (next_event, end_event, cu_of, prog_of, credit) per position, in start order; `state` = (positions,
+    turn, queued) in chunk-local program indices; both persist between chunks. `placed`: the chunk's programs'
+    recorded CUs, or empty for the dispatch model's. `pace_of_rank`: how far a CU's k-th oldest resident program gets
+    per turn (fixed point, RATE_ONE: one round); a program issues a round on each turn its credit makes a whole one.
+    Returns True when done."""
+    next_event, end_event, cu_of, _, credit = rotation
     round_start = chunk[6]
-    positions, active, turn, queued = state[POSITIONS], state[ACTIVE], state[TURN], state[QUEUED]
+    positions, turn, queued = state[POSITIONS], state[TURN], state[QUEUED]
     finished = np.empty(max(positions, 1), dtype=np.int64)
-    done = False
-    while True:
+    paces = np.empty(max(positions, 1), dtype=np.int64)
+    seen = np.zeros(partition_of_cu.shape[0], dtype=np.int64)
+    while positions:
         if not final and prog_lo.shape[0] - queued < positions:
             break
-        if active == 0:
-            done = True
-            break
+        _paces(rotation, positions, pace_of_rank, seen, paces)
         count = 0
         for i in range(positions):  # one turn
-            event = next_event[i]
-            if event == end_event[i]:
+            credit[i] += paces[i]
+            if credit[i] < RATE_ONE:
                 continue
+            credit[i] -= RATE_ONE
+            event = next_event[i]
             while True:  # one round: up to the next event that starts one
                 _issue_event(event, cu_of[i], chunk, l2, l2_geometry, partition_of_cu, partitions, l1, l1_geometry,
                              spl, seen_bits, sample, counts)
@@ -230,24 +236,20 @@ def replay_chunk(chunk, prog_lo, prog_hi, placed, final, rotation, state, l2, l2
             if event == end_event[i]:
                 finished[count] = i
                 count += 1
-        if count and placed.shape[0]:
-            positions, queued = _refill_in_start_order(positions, queued, prog_lo, prog_hi, rotation, placed)
-            active = positions
-        elif count:
-            queued, idle = _refill(finished, count, turn, queued, prog_lo, prog_hi, rotation, placed)
-            active -= idle
+        if count:
+            positions, queued = _refill(finished, count, turn, positions, queued, prog_lo, prog_hi, rotation, placed)
         turn += 1
-        if final and queued == prog_lo.shape[0] and 2 * active < positions:
-            positions = _compact(rotation, positions)
-    state[POSITIONS], state[ACTIVE], state[TURN], state[QUEUED] = positions, active, turn, queued
-    return done
+    state[POSITIONS], state[TURN], state[QUEUED] = positions, turn, queued
+    return positions == 0
 
 
 @numba.njit(cache=True, nogil=True)
 def fill_first_wave(prog_lo, prog_hi, placed, rotation, state):
-    """Start the first `positions` programs of the queue on their positions (each keeps its CU)."""
-    queued, active = 0, 0
+    """Start the first `positions` programs of the queue, in position order, each on its recorded CU or its
+    position's (the measured first-wave sequence); positions the queue cannot fill are dropped."""
+    queued, kept = 0, 0
     for i in range(state[POSITIONS]):
-        queued = _start_next(queued, prog_lo, prog_hi, rotation, i, placed)
-        active += rotation[0][i] != rotation[1][i]
-    state[ACTIVE], state[QUEUED] = active, queued
+        cu = placed[queued] if placed.shape[0] and queued < placed.shape[0] else rotation[2][i]
+        queued = _start_next(queued, prog_lo, prog_hi, rotation, kept, cu)
+        kept += rotation[0][kept] != rotation[1][kept]
+    state[POSITIONS], state[QUEUED] = kept, queued

@@ -37,3 +37,9 @@ def sample_above() -> int:
 def sample_every() -> int:
     """Sampling simulates one L2 set in this many (SWIZZLEPERF_SAMPLE_EVERY, default 8)."""
     return max(1, int(_number("SWIZZLEPERF_SAMPLE_EVERY", 8)))
+
+
+def bounds_capture_seconds() -> float:
+    """How long a measured run may spend capturing its launch on the CPU for the bounds its counters cannot give
+    (SWIZZLEPERF_BOUNDS_CAPTURE_S, default 120; 0 never captures)."""
+    return max(0.0, _number("SWIZZLEPERF_BOUNDS_CAPTURE_S", 120))

@@ -52,15 +52,16 @@ def make_trace(programs: list[list[list[int]]], stores: set[tuple[int, int]] = f
 
 def make_spec(num_domains=8, sets=4, ways=2, set_index="modulo", policy="round_robin", chunk=1,
               resident=2, cus=None, l1_sets=0, l1_ways=2, sector_bytes=None, partitions=1, cu_partition=None,
-              first_wave=None, fetch_bytes=None, walk=None) -> HardwareSpec:
+              first_wave=None, fetch_bytes=None, walk=None, slowdown=0.0) -> HardwareSpec:
     """`resident` programs per domain on `cus` CUs (default: one program per CU); `sets` per partition; `walk`:
-    the scheduler walk's fields (sim/scheduler.py)."""
+    the scheduler walk's fields (sim/scheduler.py); `slowdown`: how much slower each younger program of a CU goes."""
     cus = cus or resident
     return HardwareSpec.model_validate({
         **PRESETS["mi300x"].model_dump(), "name": "test", "num_domains": num_domains,
         "cus_per_domain": cus, "programs_per_cu": resident // cus,
         "l2_bytes_per_domain": partitions * sets * ways * LINE, "l2_ways": ways, "set_index": set_index,
-        "dispatch": {"policy": policy, "chunk": chunk, "first_wave": first_wave, "walk": walk},
+        "dispatch": {"policy": policy, "chunk": chunk, "first_wave": first_wave, "walk": walk,
+                     "younger_slowdown": slowdown},
         "l2_partitions": partitions,
         "cu_partition": cu_partition, "l1_bytes_per_cu": l1_sets * l1_ways * LINE, "l1_ways": l1_ways,
         "sector_bytes": sector_bytes, "l2_fetch_bytes": fetch_bytes})
@@ -96,11 +97,16 @@ def oracle_round_starts(program_sites: list[int], program_stores: list[bool]) ->
     return starts
 
 
+ONE = 1 << 16  # a round, in the fixed point the replay counts a program's progress in
+
+
 def oracle_domain_streams(programs, program_for_slot, hw, detail=False, round_starts=None,
                           recorded_cus=None) -> list[list]:
-    """Per domain, the line stream its CUs issue; with `detail`, (cu, program, event, line) items.
-    `round_starts[p][e]`: event e of program p begins a round (default: every event does). `recorded_cus[w]`:
-    the CU launch slot w runs on, whatever position it takes (default: the position's CU)."""
+    """Per domain, the line stream its CUs issue; with `detail`, (cu, program, event, line) items. The resident
+    programs turn in the order they started; a CU's k-th oldest gains 1 / (1 + younger_slowdown x k) of a round per
+    turn and issues one when it has gained a whole one. `round_starts[p][e]`: event e of program p begins a round
+    (default: every event does). `recorded_cus[w]`: the CU launch slot w runs on (default: the first wave's CUs,
+    then the CUs programs free)."""
     cu_of_program = {int(program): int(cu) for program, cu in zip(program_for_slot, recorded_cus)} \
         if recorded_cus is not None else None
     domains = 1 if hw.dispatch.policy == "in_order" else hw.num_domains
@@ -120,29 +126,37 @@ def oracle_domain_streams(programs, program_for_slot, hw, detail=False, round_st
                     return events
             return None
 
-        capacity = hw.cus_per_domain * hw.programs_per_cu
-        rotation = [start_next() for _ in range(capacity)]
-        cu_of = oracle_first_wave(hw)
+        def joined(running, cu):  # [events left, CU, credit]: owed its first round on its first turn
+            return [running, cu if cu_of_program is None else cu_of_program[running[0][0]], ONE]
+
+        wave = oracle_first_wave(hw)
+        rotation = []  # the resident programs in the order they started
+        while len(rotation) < len(wave) and (running := start_next()):
+            rotation.append(joined(running, wave[len(rotation)]))
         stream, turn = [], 0
-        while any(rotation):
+        while rotation:
             finished = []
-            for position, running in enumerate(rotation):
-                if running:  # a position keeps the CU it started on; it issues one round per turn
-                    cu = cu_of[position] if cu_of_program is None else cu_of_program[running[0][0]]
-                    while True:
-                        program, e, event = running.popleft()
-                        stream.extend((cu, program, e, line) if detail else line for line in event)
-                        if not running or round_starts is None or round_starts[program][running[0][1]]:
-                            break
-                    if not running:
-                        finished.append(position)
-            if cu_of_program is None:  # positions that finished this turn take the next programs in hashed order
-                for position in sorted(finished, key=lambda p: oracle_fmix64(turn << 32 | p)):
-                    rotation[position] = start_next()
-            else:  # placed programs turn in the order they started: the next ones join the rotation's end
-                rotation = [running for running in rotation if running]
-                while len(rotation) < capacity and (running := start_next()):
-                    rotation.append(running)
+            for index, entry in enumerate(rotation):
+                running, cu = entry[0], entry[1]
+                rank = sum(other[1] == cu for other in rotation[:index])  # older programs on its CU
+                entry[2] += round(ONE / (1 + hw.dispatch.younger_slowdown * rank))
+                if entry[2] < ONE:
+                    continue
+                entry[2] -= ONE
+                while True:  # one round
+                    program, e, event = running.popleft()
+                    stream.extend((cu, program, e, line) if detail else line for line in event)
+                    if not running or round_starts is None or round_starts[program][running[0][1]]:
+                        break
+                if not running:
+                    finished.append(index)
+            # the finished leave; as many next programs join the end, on the CUs they freed in a hashed order
+            freed = [rotation[i][1] for i in sorted(finished, key=lambda i: oracle_fmix64(turn << 32 | i))]
+            rotation = [entry for entry in rotation if entry[0]]
+            for cu in freed:
+                if not (running := start_next()):
+                    break
+                rotation.append(joined(running, cu))
             turn += 1
         streams.append(stream)
     return streams
@@ -235,21 +249,49 @@ def oracle_walk_cus(programs, program_for_slot, hw, stores, masks, round_starts)
     durations = [rounds[program_for_slot[w]] * per_round for w in busy]
     jitter = walk.finish_jitter_ns * np.random.default_rng(0).standard_normal(len(busy))
     order = list(dict.fromkeys(hw.dispatch.first_wave or range(hw.cus_per_domain)))
-    wave = oracle_first_wave(hw)
-    sms = wave[:len(busy)]
-    frees = [(k * walk.first_wave_ns + durations[k] + jitter[k], k) for k in range(len(sms))]
-    heapq.heapify(frees)
+    wave = oracle_first_wave(hw)[:len(busy)]
+    slow = hw.dispatch.younger_slowdown
+    prog, done, since, rate, version = [None] * len(wave), [0.0] * len(wave), [0.0] * len(wave), [1.0] * len(wave), \
+        [0] * len(wave)
+    frees = []
+
+    def pace(k, t):  # from t, position k's program goes 1 / (1 + slow x the programs older than it on its SM)
+        older = sum(1 for i in range(len(wave)) if i != k and wave[i] == wave[k] and prog[i] is not None
+                    and prog[i] < prog[k])
+        done[k] += rate[k] * (t - since[k])
+        since[k], rate[k] = t, 1.0 / (1.0 + slow * older)
+        version[k] += 1
+        heapq.heappush(frees, (t + max(0.0, durations[prog[k]] - done[k]) / rate[k] + jitter[prog[k]], k, version[k]))
+
+    def begin(k, p, t):
+        prog[k], done[k], since[k] = p, 0.0, t
+        pace(k, t)
+
+    def leave(k, t):
+        gone, prog[k] = prog[k], None
+        for i in range(len(wave)):
+            if slow > 0 and i != k and wave[i] == wave[k] and prog[i] is not None and prog[i] > gone:
+                pace(i, t)
+
+    for k in range(len(wave)):
+        begin(k, k, k * walk.first_wave_ns)
+    sms = list(wave)
     last = order.index(sms[-1]) if sms else 0
     while len(sms) < len(busy):
+        while frees[0][2] != version[frees[0][1]]:
+            heapq.heappop(frees)
         opened, ready = frees[0][0], []
         while frees and frees[0][0] < opened + walk.window_ns:
-            ready.append(heapq.heappop(frees)[1])
+            t, k, seen = heapq.heappop(frees)
+            if seen == version[k]:
+                leave(k, t)
+                ready.append(k)
         for k in sorted(ready, key=lambda k: ((order.index(wave[k]) - last - 1) % len(order), k)):
             if len(sms) == len(busy):
                 break
             last = order.index(wave[k])
-            heapq.heappush(frees, (opened + walk.window_ns + durations[len(sms)] + jitter[len(sms)], k))
             sms.append(wave[k])
+            begin(k, len(sms) - 1, opened + walk.window_ns)
     cus = [0] * len(program_for_slot)
     for w, sm in zip(busy, sms):
         cus[w] = sm
@@ -365,6 +407,14 @@ CONFIGS = {
         1, sets=3, ways=2, set_index="hash", policy="in_order", resident=6, cus=3, l1_sets=2, l1_ways=2,
         sector_bytes=32, partitions=2, cu_partition=[0, 1, 1],
         walk={"window_ns": 6.0, "finish_jitter_ns": 900.0, "peak_dram_bytes_per_ns": 0.05}),
+    # a CU's younger programs go slower (by their age rank), in the replay and in the walk's timing
+    "rr2-res6-2cus-slowdown": make_spec(2, sets=4, ways=2, resident=6, cus=2, slowdown=0.4),
+    "inorder-res4-2cus-l1-slowdown": make_spec(1, sets=2, ways=4, policy="in_order", resident=4, cus=2, l1_sets=1,
+                                               l1_ways=2, slowdown=1.5),
+    "inorder-2parts-res8-4cus-l1-walk-slowdown": make_spec(
+        1, sets=2, ways=4, policy="in_order", resident=8, cus=4, l1_sets=1, l1_ways=2, sector_bytes=32,
+        partitions=2, cu_partition=[1, 0, 0, 1], first_wave=[2, 0, 2, 3, 1, 0, 2], fetch_bytes=64, slowdown=0.3,
+        walk={"window_ns": 400.0, "finish_jitter_ns": 300.0, "peak_dram_bytes_per_ns": 1e6}),
 }
 
 

@@ -126,18 +126,29 @@ def test_which_sm_a_program_gets_decides_its_l1_hits_by_hand():
     assert counts[0.1] == [(4, 1, 3, 0, 4, 0, 3, 0)]
 
 
-def test_placed_programs_turn_in_the_order_they_started_by_hand():
+def test_programs_turn_in_the_order_they_started_by_hand():
     """Three slots, an L2 of one line. P0 reads A; P1 reads B then C; P2 reads D then E; P3 reads C. P0 ends
-    after turn 1 and P3 starts. Placed (the walk's or a recorded placement), programs turn in the order they
-    started, as a GPU starts them in launch order: P1 reads C, P2 evicts it, P3 misses it too. Unplaced, P3 takes
-    P0's slot, the first of the turn, and P1 finds C there. (L2 read lookups, hits, first fetches, writes, L1
-    lookups, L1 hits, DRAM, promoted.)"""
+    after turn 1 and P3 starts, at the end of the rotation, placed or not, as a GPU starts programs in launch order:
+    P1 reads C, P2 evicts it, P3 misses it too. (L2 read lookups, hits, first fetches, writes, L1 lookups, L1 hits,
+    DRAM, promoted.)"""
     a, b, c, d, e = range(5)
     trace = make_trace([[[a]], [[b], [c]], [[d], [e]], [[c]]])
     hw = make_spec(1, sets=1, ways=1, policy="in_order", resident=3, cus=3)
-    assert engine_counts(simulate(trace, np.arange(4), hw, recorded_cus=np.array([0, 1, 2, 0]))) == [
-        (6, 0, 5, 0, 0, 0, 6, 0)]
-    assert engine_counts(simulate(trace, np.arange(4), hw)) == [(6, 1, 5, 0, 0, 0, 5, 0)]
+    for recorded in (np.array([0, 1, 2, 0]), None):
+        assert engine_counts(simulate(trace, np.arange(4), hw, recorded_cus=recorded)) == [(6, 0, 5, 0, 0, 0, 6, 0)]
+
+
+def test_a_younger_program_falls_behind_by_hand():
+    """One CU, two slots, an L2 of one line. P0 reads A, B, C, D; P1 reads A, B. Together (no slowdown) P1 reads
+    each line right after P0 and hits twice. At a quarter of the oldest's pace (slowdown 3), P1 issues its first
+    round on its first turn (A: a hit), then gains a quarter round a turn: it reads B on turn 4, after P0's D
+    evicted it, and misses."""
+    a, b, c, d = range(4)
+    trace = make_trace([[[a], [b], [c], [d]], [[a], [b]]])
+    together = make_spec(1, sets=1, ways=1, policy="in_order", resident=2, cus=1)
+    apart = make_spec(1, sets=1, ways=1, policy="in_order", resident=2, cus=1, slowdown=3.0)
+    assert engine_counts(simulate(trace, np.arange(2), together)) == [(6, 2, 4, 0, 0, 0, 4, 0)]
+    assert engine_counts(simulate(trace, np.arange(2), apart)) == [(6, 1, 4, 0, 0, 0, 5, 0)]
 
 
 def test_the_seed_is_a_draw_of_the_disorder_and_part_of_the_spec():

@@ -41,7 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from swizzleperf.errors import SwizzlePerfError, TraceCaptureError
+from swizzleperf.errors import CaptureTimedOut, SwizzlePerfError, TraceCaptureError
 from swizzleperf.kernel.contract import KernelFile, load_kernel
 from swizzleperf.sim.capture.events import sector_shifts
 from swizzleperf.sim.trace import cache as trace_cache
@@ -205,7 +205,7 @@ def _run_capture_child(request: CaptureRequest, workdir: Path, progress: Callabl
             proc.stdout.close()
     what = f"trace capture of {Path(request.kernel_path).name} at size {request.size!r}"
     if timed_out.is_set():
-        raise TraceCaptureError(f"{what} ran past its time limit of {timeout:g} s and was killed; "
+        raise CaptureTimedOut(f"{what} ran past its time limit of {timeout:g} s and was killed; "
                                 f"raise the timeout or capture a smaller size")
     if error_path.exists():
         raise TraceCaptureError(json.loads(error_path.read_text())["message"])
