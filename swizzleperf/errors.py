@@ -41,6 +41,10 @@ class TraceCaptureError(SwizzlePerfError):
     """The simulator could not capture a memory trace of the kernel."""
 
 
+class CaptureTimedOut(TraceCaptureError):
+    """A capture ran past its time limit and was killed."""
+
+
 class RunError(SwizzlePerfError):
     """A run directory is missing, incomplete or from an incompatible version."""
 

@@ -65,8 +65,10 @@ def select_profiler(name: str, hw: HardwareSpec, **sim_options: Any) -> tuple[Pr
 
 
 def _timed(profiler: Profiler, hw: HardwareSpec) -> Profiler:
-    """Hardware counters plus do_bench timing, when a GPU is here to time on."""
+    """Hardware counters plus do_bench timing, when a GPU is here to time on, and the bounds counters cannot give,
+    from a capture of the launch (bounded.py)."""
+    from swizzleperf.profilers.bounded import BoundedProfiler
     if local_gpu_runtime() is None:
-        return profiler
+        return BoundedProfiler(profiler, hw)
     from swizzleperf.profilers.timed import TimedProfiler
-    return TimedProfiler(profiler, num_xcds=hw.num_domains)
+    return BoundedProfiler(TimedProfiler(profiler, num_xcds=hw.num_domains), hw)

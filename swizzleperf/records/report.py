@@ -26,14 +26,15 @@ def ceiling_text(ceiling_pct: float | None) -> str:
     """The ceiling beside every hit rate, named for the rate it bounds (the L2 read hit rate, not the overall
     one); hardware counters cannot give it (no unique-line count)."""
     if ceiling_pct is None:
-        return "read-hit ceiling n/a (counters do not count unique lines; `--profiler sim` predicts it)"
+        return "read-hit ceiling n/a (counters do not count unique lines, and the launch was not captured: see notes)"
     return f"read-hit ceiling {ceiling_pct:.2f}%"
 
 
 def bounds_text(report: "BottleneckReport") -> str:
     """The ceiling and the achievable bound in one sentence, and how close the fetches are to the minimum."""
-    parts = [ceiling_text(report.ceiling_pct) + (" (every read-only sector fetched once, every read reaching "
-                                                 "the L2)" if report.ceiling_pct is not None else "")]
+    how = "" if report.simulated else ", counted on a CPU capture of the same launch"
+    parts = [ceiling_text(report.ceiling_pct) + (f" (every read-only sector fetched once, every read reaching "
+                                                 f"the L2{how})" if report.ceiling_pct is not None else "")]
     if report.achievable_pct is not None:
         parts.append(f"achievable {report.achievable_pct:.2f}% (the best balanced assignment of programs to dies "
                      f"found, caches big enough for every first touch)")

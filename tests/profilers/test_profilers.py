@@ -24,6 +24,7 @@ from swizzleperf.errors import ProfilerError
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import HookSignature, KernelFile, load_kernel
 from swizzleperf.profilers import ncu, rocprof, select, timer
+from swizzleperf.profilers.bounded import BoundedProfiler
 from swizzleperf.profilers.runner import (
     child_env,
     kernel_name_regex,
@@ -573,8 +574,9 @@ def test_select_auto_uses_the_vendor_profiler_when_found(runtime, hw, tool, cls,
     binary = _executable(fake_bin / tool, "#!/bin/sh\nexit 0\n")
     monkeypatch.setattr(select, "local_gpu_runtime", lambda: runtime)
     profiler, reason = select.select_profiler("auto", hw, progress=print)  # progress is for the simulator only
-    # with a GPU here, counters come with do_bench timing of the same kernel
-    assert isinstance(profiler, TimedProfiler) and isinstance(profiler.inner, cls)
+    # with a GPU here, counters come with do_bench timing of the same kernel, and bounds from a capture of it
+    assert isinstance(profiler, BoundedProfiler) and isinstance(profiler.inner, TimedProfiler)
+    assert isinstance(profiler.inner.inner, cls)
     assert profiler.name == tool and reason == f"auto: a {label} and {tool} at {binary}, so {tool} measures"
 
 
@@ -602,7 +604,8 @@ def test_select_auto_falls_back_to_sim_when_the_tool_is_missing(fake_sim: type, 
 def test_select_explicit_profilers(fake_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     binary = _executable(fake_bin / "rocprofv3", "#!/bin/sh\nexit 0\n")
     profiler, reason = select.select_profiler("rocprofv3", MI300X)
-    assert isinstance(profiler, rocprof.RocprofV3Profiler) and reason == f"requested: rocprofv3 at {binary}"
+    assert isinstance(profiler, BoundedProfiler) and isinstance(profiler.inner, rocprof.RocprofV3Profiler)
+    assert reason == f"requested: rocprofv3 at {binary}"
     with pytest.raises(ProfilerError, match="unknown profiler 'nsys': choose one of sim, ncu, rocprofv3, auto"):
         select.select_profiler("nsys", MI300X)
     monkeypatch.setenv("PATH", str(tmp_path))
