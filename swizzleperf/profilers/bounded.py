@@ -94,7 +94,9 @@ class BoundedProfiler:
                 f"; this machine's triton {_triton()} takes the slow reference capture (the fast one needs "
                 f"{SUPPORTED_TRITON}x)"))
         except SwizzlePerfError as exc:
-            return LaunchBounds(None, None, f"read-hit ceiling n/a: the launch could not be captured ({exc})")
+            why = "" if mode == "fast" else (f"; this machine's triton {_triton()} takes the reference capture, the "
+                                             f"fast one needs {SUPPORTED_TRITON}x")
+            return LaunchBounds(None, None, f"read-hit ceiling n/a: the launch could not be captured ({exc}){why}")
         b = prepare(trace).bounds(self.hw.sectors_per_line)
         ceiling = 100.0 * (b.read_sectors - b.read_only_unique) / b.read_sectors if b.read_sectors else 0.0
         return LaunchBounds(ceiling, b.read_only_unique, (
