@@ -89,22 +89,17 @@ def achievable_sentence(report: BottleneckReport, num_domains: int) -> str | Non
 
 
 def _assignment_and_capacity(report: BottleneckReport) -> str | None:
-    """What separates the best remap from the achievable assignment, split: assignment (its dies' first
-    touches, what it would fetch with caches big enough for every first touch, above the assignment's
-    fetches) and capacity (its fetches above its own first touches: fetched again after an eviction, which
-    no assignment removes). None where the per-die first touches are unknown (measured runs)."""
-    touches = [d.unique_lines for d in report.per_domain]
-    if not touches or None in touches or report.achievable_fetches is None or report.accesses is None:
+    """What separates the best remap from the achievable assignment, in words (BottleneckReport.assignment_split)."""
+    if (split := report.assignment_split) is None:
         return None
-    first, fetched = sum(touches), report.accesses - report.hits
-    assignment, capacity = first - report.achievable_fetches, fetched - first
+    first, assignment, capacity = split
+    above = report.fetches - report.achievable_fetches
     if assignment <= 0:
         return (f"Its assignment is as good as that one (its dies first-touch {first:,}, that assignment fetches "
-                f"{report.achievable_fetches:,}): the {fetched - report.achievable_fetches:,} fetches above are "
-                f"capacity, lines fetched again after an eviction, which no other remap's assignment removes.")
-    return (f"Of the {fetched - report.achievable_fetches:,} fetches above that assignment, {assignment:,} are its "
-            f"assignment (its dies first-touch {first:,}) and {capacity:,} capacity (fetched again after an eviction, "
-            f"which no assignment removes).")
+                f"{report.achievable_fetches:,}): the {above:,} fetches above are capacity, lines fetched again after "
+                f"an eviction, which no other remap's assignment removes.")
+    return (f"Of the {above:,} fetches above that assignment, {assignment:,} are its assignment (its dies first-touch "
+            f"{first:,}) and {capacity:,} capacity (fetched again after an eviction, which no assignment removes).")
 
 
 def write_pictures(run: RunDir, kernel: KernelFile, history: History, best: Attempt | None,

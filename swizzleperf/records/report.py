@@ -49,16 +49,23 @@ def bounds_text(report: "BottleneckReport") -> str:
 
 
 def headroom_text(report: "BottleneckReport", ceiling_pct: float | None) -> str:
-    """What is left to win above the best remap, in the ranked quantity's terms: nothing where it fetches only
-    the compulsory misses (the rest of the gap to the read-hit ceiling is reads the L1 absorbs, which no order
-    changes), else the points to the ceiling."""
+    """What is left to win above the best remap, in the ranked quantity's terms (read misses): nothing where it
+    fetches only the compulsory misses (the rest of the gap to the read-hit ceiling is reads the L1 absorbs);
+    nothing an assignment can win where its dies first-touch no more than the achievable assignment's (the rest is
+    capacity); else its fetches against the compulsory ones, and the points to the ceiling."""
     if ceiling_pct is None:
         return ""
-    if report.unique_lines and report.accesses is not None and report.hits is not None \
-            and report.accesses - report.hits <= report.unique_lines * COMPULSORY_SLACK:
+    fetched = report.fetches
+    if report.unique_lines and fetched is not None and fetched <= report.unique_lines * COMPULSORY_SLACK:
         return ("no headroom: it fetches only the compulsory misses (the rest of the gap to the read-hit ceiling "
                 "is reads the L1 absorbs)")
-    return f"{ceiling_pct - report.hit_pct:.2f} points of headroom left"
+    times = f"it fetches {fetched / report.unique_lines:.2f}x the compulsory misses" \
+        if report.unique_lines and fetched is not None else ""
+    split = report.assignment_split
+    if split is not None and split[1] <= 0:
+        return f"{times}, the excess all capacity (refetches after evictions), which no remap's assignment removes"
+    points = f"{ceiling_pct - report.hit_pct:.2f} points below the read-hit ceiling"
+    return f"{times}, {points}" if times else f"{points}"
 
 
 # How far one remap's measured read hit rate moves between identical runs: the largest range over 8-13 ncu
@@ -187,6 +194,24 @@ class BottleneckReport(_ReadsItsOwnJSON):
         if self.achievable_fetches is not None and self.accesses is not None and self.hits is not None:
             return self.accesses - self.hits > self.achievable_fetches
         return self.hit_pct < self.achievable_pct - 0.01
+
+    @property
+    def fetches(self) -> int | None:
+        """Read misses: what the ranking ranks (the sectors or lines the L2 fetched for reads)."""
+        return self.accesses - self.hits if self.accesses is not None and self.hits is not None else None
+
+    @property
+    def assignment_split(self) -> tuple[int, int, int] | None:
+        """Multi-die, simulated: (its dies' first touches summed, the part of them above the achievable assignment's
+        fetches, its fetches above its own first touches). The first touches are what it would fetch with caches big
+        enough for every first touch, so the second part is what another assignment could save, the third capacity
+        (fetched again after an eviction), which no assignment removes. None where the per-die first touches or the
+        achievable fetches are unknown (measured runs, one L2)."""
+        touches = [d.unique_lines for d in self.per_domain]
+        if not touches or None in touches or self.achievable_fetches is None or self.fetches is None:
+            return None
+        first = sum(touches)
+        return first, first - self.achievable_fetches, self.fetches - first
 
     @property
     def metric_name(self) -> str:

@@ -73,7 +73,7 @@ def test_a_remap_at_the_bound_gets_neither(tmp_path, softmax):
 
 def test_a_size_below_two_waves_says_so_and_names_a_larger_size(tmp_path, softmax):
     report = (_run(tmp_path, softmax, best_hits=300).path / "report.md").read_text()
-    assert "points of headroom left" in report
+    assert "points below the read-hit ceiling" in report
     assert ("Size tiny: 15 programs are fewer than two waves of mi300x (1216): a remap can choose each program's "
             "die, hardly when it runs; size medium (16384 programs) is large enough.") in report
 
@@ -154,7 +154,7 @@ def test_a_best_remap_at_the_compulsory_misses_claims_no_headroom(tmp_path, soft
     """360 of 400 reads hit: the L2 fetched 40 sectors, the 40 compulsory ones; the 10 points up to the read-hit
     ceiling (90 %) are reads the L1 absorbs, not something another order could win."""
     report = (_run(tmp_path, softmax, 360).path / "report.md").read_text()
-    assert "no headroom: it fetches only the compulsory misses" in report and "points of headroom left" not in report
+    assert "no headroom: it fetches only the compulsory misses" in report and "points below the read-hit ceiling" not in report
     assert "read-hit ceiling 90.00%" in report
 
 

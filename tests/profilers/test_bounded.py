@@ -50,7 +50,9 @@ def test_a_measured_report_gets_the_ceiling_and_compulsory_misses_of_its_launch(
     assert "counted on a CPU capture of the same launch" in bounds_text(report)
     assert f"{report.unique_lines:,} read-only sectors" in report.notes[-1] and "within the 600 s budget" in \
         report.notes[-1]
-    assert headroom_text(report, report.ceiling_pct) == f"{report.ceiling_pct - 50.0:.2f} points of headroom left"
+    assert headroom_text(report, report.ceiling_pct) == (f"it fetches {100_000 / report.unique_lines:.2f}x the "
+                                                         f"compulsory misses, {report.ceiling_pct - 50.0:.2f} points "
+                                                         f"below the read-hit ceiling")
 
 
 def test_a_launch_whose_capture_does_not_fit_the_budget_says_so(softmax, tmp_path, monkeypatch):

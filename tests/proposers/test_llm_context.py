@@ -49,7 +49,7 @@ def test_aware_context_states_the_spec_dispatch_and_per_die_profile(prompts):
     assert "program id w runs on XCD w % 8" in text
     assert "receives the XCD count as NUM_XCDS (= 8)" in text
     assert "predicted by the simulator" in text
-    assert "ceiling 96.88%" in text and "headroom 56.53 points" in text
+    assert "read-hit ceiling 96.88%" in text and "56.53 points below the read-hit ceiling" in text
     # 8 XCDs x 262,144 distinct lines each, 262,144 in the kernel: every line is fetched by all 8
     assert "summed over the 8 XCDs: 2,097,152" in text and "fetched by 8.00 XCDs" in text
     rows = [line.split() for line in text.splitlines() if re.match(r"^\s+\d+\s+2,048\s", line)]

@@ -16,7 +16,7 @@ from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import HookSignature, KernelFile
 from swizzleperf.proposers.llm.templates import PromptSet
 from swizzleperf.records.proposal import AttemptView
-from swizzleperf.records.report import BottleneckReport
+from swizzleperf.records.report import BottleneckReport, ceiling_text, headroom_text
 
 Mode = Literal["aware", "unaware", "overload"]
 MODES: tuple[Mode, ...] = ("aware", "unaware", "overload")
@@ -79,8 +79,8 @@ def describe_profile(report: BottleneckReport, spec: HardwareSpec, subject: str 
     lines = [f"Profile of {subject} at size {report.size}, {_source_phrase(report)}:"]
     head = f"- {report.metric_name} rate {report.hit_pct:.2f}%"
     if report.ceiling_pct is not None:
-        head += (f"; ceiling {report.ceiling_pct:.2f}% (the best any remap can reach: every read-only line "
-                 f"or sector fetched once in the whole GPU); headroom {report.ceiling_pct - report.hit_pct:.2f} points")
+        head += (f"; {ceiling_text(report.ceiling_pct)} (every read-only line or sector fetched once in the whole "
+                 f"GPU); {headroom_text(report, report.ceiling_pct)}")
     if report.achievable_pct is not None and spec.num_domains > 1:
         head += (f"; achievable {report.achievable_pct:.2f}% (the best balanced assignment of programs to "
                  f"{die}s a partitioner found)")
