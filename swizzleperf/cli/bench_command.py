@@ -13,7 +13,7 @@ from swizzleperf.cli.render import progress_bar
 from swizzleperf.loop.executors import Executor
 from swizzleperf.workflows.bench.other_sizes import Status
 from swizzleperf.workflows.bench.output import SHORT_COLUMNS, row_cells
-from swizzleperf.workflows.bench.results import BenchReport, KernelResult
+from swizzleperf.workflows.bench.results import BenchReport, KernelResult, misses_cell
 from swizzleperf.workflows.bench.suite import BenchRequest, BenchWatcher
 from swizzleperf.workflows.bench.suite import run_bench as run_bench_quietly
 
@@ -56,9 +56,9 @@ def run_bench(request: BenchRequest, console: Console, executor: Executor | None
 
 
 # Below this many columns the full table folds every cell into slivers; the narrow one keeps the
-# numbers a glance needs (the other sizes are in the per-kernel lines above it and in bench.md).
+# numbers a glance needs (the sizes and other sizes are in the per-kernel lines above it and in bench.md).
 _FULL_TABLE_WIDTH = 150
-_NARROW_COLUMNS = ("kernel", "size", "base %", "best %", "ceiling %", "speedup", "best family")
+_NARROW_COLUMNS = ("kernel", "misses", "base %", "best %", "ceiling %", "speedup", "best family")
 
 
 def rich_table(report: BenchReport, width: int = _FULL_TABLE_WIDTH) -> Table:
@@ -82,7 +82,8 @@ def rich_table(report: BenchReport, width: int = _FULL_TABLE_WIDTH) -> Table:
 def progress_line(result: KernelResult) -> str:
     if result.status == "failed":
         return f"[red]✗[/] {escape(result.kernel)}: {escape(result.error or '')}"
-    return (f"[green]✓[/] {escape(result.kernel)} ({result.size}): {result.baseline_hit_pct:.2f}% -> "
+    misses = f"read misses {misses_cell(result.misses_ratio)} the kernel's own, " if result.misses_ratio else ""
+    return (f"[green]✓[/] {escape(result.kernel)} ({result.size}): {misses}read hit {result.baseline_hit_pct:.2f}% -> "
             f"{result.best_hit_pct:.2f}% ({escape(result.best_family or '')}); other sizes: "
             f"{escape('; '.join(s.cell() for s in result.other_sizes)) or 'none'} "
             f"[dim]{result.run_seconds + result.generalise_seconds:.0f}s[/]")

@@ -44,12 +44,15 @@ class ConsoleObserver(Observer):
         baseline = history.baseline()
         if attempt.accepted and attempt.report is not None:
             r = attempt.report
-            base = f" (baseline {baseline.report.hit_pct:.2f}%" if baseline and baseline.report else " ("
+            context = ([f"baseline {baseline.report.hit_pct:.2f}%"] if baseline and baseline.report else []) + \
+                ([ceiling_text(r.ceiling_pct)] if r.ceiling_pct is not None else [])  # n/a is said once, at the end
+            context_text = f" ({', '.join(context)})" if context else ""
             best = history.best()
             star = " [bold yellow]★ best[/]" if best is not None and best.iteration == attempt.iteration else ""
             self.console.print(
                 f"[green]✓[/] #{attempt.iteration:<3} {escape(attempt.family):<38} {r.metric_name} [bold]{r.hit_pct:6.2f}%[/]"
-                f"{base}, {ceiling_text(r.ceiling_pct)}){star} [dim]{attempt.seconds:.1f}s[/]", highlight=False)
+                f"{context_text}{star} [dim]{attempt.seconds:.1f}s[/]",
+                highlight=False)
         else:
             failure = attempt.failure
             why = escape(f"{failure.stage}: {(failure.detail.splitlines() or [''])[0][:100]}") if failure else "incomplete"

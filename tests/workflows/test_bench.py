@@ -14,6 +14,7 @@ from swizzleperf.cli.bench_command import run_bench
 from swizzleperf.errors import ContractError
 from swizzleperf.hardware.presets import PRESETS
 from swizzleperf.kernel.contract import load_kernel
+from swizzleperf.loop.history import misses
 from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.sim import SimProfiler
 from swizzleperf.workflows.bench.suite import (
@@ -26,7 +27,7 @@ from swizzleperf.workflows.bench.suite import (
 
 ROOT = Path(__file__).resolve().parents[2]
 MI300X = PRESETS["mi300x"]
-COLUMNS = ["kernel", "size", "source", "baseline hit %", "best hit %", "ceiling %", "improvement (pts)", "speedup",
+COLUMNS = ["kernel", "size", "source", "read misses (x own)", "baseline hit %", "best hit %", "ceiling %", "improvement (pts)", "speedup",
            "iterations to best", "s to best", "best family", "other sizes: baseline -> best hit % (ceiling)"]
 # Correct only when the die count divides the grid: softmax's tiny (5 rows x 3 chunks = 15 programs) is not.
 NAIVE = ("@triton.jit\ndef swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):\n"
@@ -69,7 +70,7 @@ def test_bench_table_matches_the_runs_and_the_simulator_at_other_sizes(tmp_path,
     softmax, transpose, broken = report.kernels
     assert broken.status == "failed" and broken.run_dir is None  # the suite went on past it
     assert broken.error == "broken.py breaks the kernel contract: DEFAULT_SIZE/CHECK_SIZES name undeclared sizes: huge"
-    assert _table_row(markdown, "broken") == ["broken", *[""] * 9, f"failed: {broken.error}", ""]
+    assert _table_row(markdown, "broken") == ["broken", *[""] * 10, f"failed: {broken.error}", ""]
 
     for result, path in ((softmax, kernels[0]), (transpose, kernels[1])):
         history = RunDir.open(Path(result.run_dir)).load_history()
@@ -81,8 +82,9 @@ def test_bench_table_matches_the_runs_and_the_simulator_at_other_sizes(tmp_path,
         assert (result.best_family, result.best_iteration, result.attempts) == (best.family, best.iteration, 2)
         assert result.seconds_to_best == sum(a.seconds for a in history.attempts[:best.iteration + 1])
         assert result.speedup is None
-        assert _table_row(markdown, result.kernel)[:11] == [
-            result.kernel, "small", "sim (predicted)", f"{base.report.hit_pct:.2f}", f"{best.report.hit_pct:.2f}",
+        assert result.misses_ratio == misses(best) / misses(base)
+        assert _table_row(markdown, result.kernel)[:12] == [
+            result.kernel, "small", "sim (predicted)", f"{result.misses_ratio:.2f}x", f"{base.report.hit_pct:.2f}", f"{best.report.hit_pct:.2f}",
             f"{best.report.ceiling_pct:.2f}", f"{best.report.hit_pct - base.report.hit_pct:+.2f}", "n/a (not timed)",
             str(best.iteration), f"{result.seconds_to_best:.1f}", best.family]
 
@@ -98,7 +100,7 @@ def test_bench_table_matches_the_runs_and_the_simulator_at_other_sizes(tmp_path,
         own_remap = best.source == kernel.hook_source
         assert tiny.line_accesses == own.trace_accesses and ("the kernel's own remap" if own_remap else
                                                         "correctness: matches the reference") in tiny.validation
-        assert _table_row(markdown, result.kernel)[11] == \
+        assert _table_row(markdown, result.kernel)[12] == \
             f"tiny: {own.hit_pct:.2f} -> {remapped.hit_pct:.2f} (ceiling {own.ceiling_pct:.2f})"
     assert softmax.best_hit_pct > softmax.baseline_hit_pct + 20  # a row's chunks on one die
 
@@ -179,13 +181,13 @@ def test_a_bench_stopped_part_way_keeps_the_kernels_it_finished(tmp_path, monkey
 
     # a terminal 80 columns wide gets the numbers whole, not folded into slivers
     (done,) = report.kernels
-    for width, headers in ((80, ["kernel", "size", "base %", "best %", "ceiling %", "speedup", "best family"]),
-                           (200, ["kernel", "size", "source", "base %", "best %", "ceiling %", "+pts", "speedup",
+    for width, headers in ((80, ["kernel", "misses", "base %", "best %", "ceiling %", "speedup", "best family"]),
+                           (200, ["kernel", "size", "source", "misses", "base %", "best %", "ceiling %", "+pts", "speedup",
                                   "iter", "s", "best family", "other sizes: base -> best % (ceiling)"])):
         lines = render(lambda columns: bench_command.rich_table(report, columns), width)
         assert cells(lines, "kernel", "best") == headers
         row = cells(lines, "transpose")
-        assert row[:2] == ["transpose", "small"] and f"{done.best_hit_pct:.2f}" in row
+        assert row[0] == "transpose" and f"{done.best_hit_pct:.2f}" in row
         assert max(len(line) for line in lines) <= width
 
 
@@ -240,6 +242,6 @@ def test_the_recorded_bench_marks_softmaxs_noise_level_gain_and_not_gemms():
     recorded = Path(__file__).resolve().parents[2] / "benchmarks" / "recorded" / "multi-gpu-h100x2"
     report = BenchReport.model_validate_json((recorded / "bench-2gpu" / "bench" / "bench.json").read_text())
     softmax, gemm = report.kernels
-    assert row_cells(softmax, "; ")[6] == "+0.04 (within noise)"  # xcd_chunked(chunk=2, dies=2), 0.999x
-    assert row_cells(gemm, "; ")[6] == "+18.78"
+    assert row_cells(softmax, "; ")[7] == "+0.04 (within noise)"  # xcd_chunked(chunk=2, dies=2), 0.999x
+    assert row_cells(gemm, "; ")[7] == "+18.78"
     assert "(within noise) is smaller than the ncu run-to-run movement" in to_markdown(report)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from swizzleperf.loop.history import RANKING_SHORT, gain_noise
 from swizzleperf.records.report import RUN_TO_RUN_PTS, Source
-from swizzleperf.workflows.bench.results import BenchReport, KernelResult
+from swizzleperf.workflows.bench.results import BenchReport, KernelResult, misses_cell
 
 # --- output -----------------------------------------------------------------------------------------
 
-COLUMNS = ("kernel", "size", "source", "baseline hit %", "best hit %", "ceiling %", "improvement (pts)", "speedup",
+COLUMNS = ("kernel", "size", "source", "read misses (x own)", "baseline hit %", "best hit %", "ceiling %", "improvement (pts)", "speedup",
            "iterations to best", "s to best", "best family", "other sizes: baseline -> best hit % (ceiling)")
 
 
@@ -25,12 +25,13 @@ def _source_text(source: Source | None) -> str:
 def row_cells(result: KernelResult, separator: str) -> list[str]:
     """One table row, in COLUMNS order; `separator` joins the other sizes (a line break)."""
     if result.status == "failed":
-        return [result.kernel, "", "", "", "", "", "", "", "", "", f"failed: {result.error}", ""]
+        return [result.kernel, "", "", "", "", "", "", "", "", "", "", f"failed: {result.error}", ""]
     ceiling = _pct(result.ceiling_pct) if result.ceiling_pct is not None else "n/a (counters)"
     noisy = gain_noise(result.source, result.improvement_pts) is not None
     gain = f"{result.improvement_pts:+.2f}" + (" (within noise)" if noisy else "")
     speedup = result.speedup.cell() if result.speedup else "n/a (not timed)"
-    return [result.kernel, result.size or "", _source_text(result.source), _pct(result.baseline_hit_pct),
+    return [result.kernel, result.size or "", _source_text(result.source), misses_cell(result.misses_ratio),
+            _pct(result.baseline_hit_pct),
             _pct(result.best_hit_pct), ceiling, gain, speedup, str(result.best_iteration),
             f"{result.seconds_to_best:.1f}", result.best_family or "",
             separator.join(s.cell() for s in result.other_sizes) or "(no other sizes)"]
@@ -64,7 +65,7 @@ def to_markdown(report: BenchReport) -> str:
     return "\n".join(lines)
 
 
-SHORT_COLUMNS = ("kernel", "size", "source", "base %", "best %", "ceiling %", "+pts", "speedup", "iter", "s",
+SHORT_COLUMNS = ("kernel", "size", "source", "misses", "base %", "best %", "ceiling %", "+pts", "speedup", "iter", "s",
                   "best family", "other sizes: base -> best % (ceiling)")
 
 

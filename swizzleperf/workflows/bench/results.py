@@ -70,6 +70,8 @@ class KernelResult(BaseModel):
     run_dir: str | None = None
     size: str | None = None
     source: Source | None = Field(None, description="where the hit rates come from: sim (predicted), ncu, rocprofv3")
+    misses_ratio: float | None = Field(None, description="the best remap's L2 read misses over the kernel's own "
+                                                         "order's: the quantity runs rank by")
     baseline_hit_pct: float | None = None
     best_hit_pct: float | None = None
     ceiling_pct: float | None = None
@@ -116,3 +118,8 @@ class BenchReport(BaseModel):
     @property
     def label(self) -> str:
         return "predicted by the simulator" if self.profiler == "sim" else f"measured by {self.profiler}"
+
+
+def misses_cell(ratio: float | None) -> str:
+    """The ranked quantity in a table: the best remap's read misses as a multiple of the kernel's own."""
+    return "" if ratio is None else f"{ratio:.2f}x"

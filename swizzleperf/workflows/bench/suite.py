@@ -22,6 +22,7 @@ from swizzleperf.kernel.contract import KERNELS_DIR, find_kernel, load_kernel
 from swizzleperf.loop.driver import DEFAULT_BATCH
 from swizzleperf.loop.executors import Executor, InProcess
 from swizzleperf.loop.executors.base import placed_gpu
+from swizzleperf.loop.history import misses
 from swizzleperf.loop.reverify import run_kernel
 from swizzleperf.loop.rundir import RunDir
 from swizzleperf.profilers.select import select_profiler
@@ -94,12 +95,17 @@ def summarise_run(run: RunDir, kernel_path: Path, run_seconds: float) -> KernelR
     report, base = best.report, baseline.report
     return KernelResult(
         kernel=run.record.kernel.name, kernel_path=str(kernel_path), status="finished", run_dir=str(run.path),
-        size=run.record.size, source=report.source, baseline_hit_pct=base.hit_pct, best_hit_pct=report.hit_pct,
+        size=run.record.size, source=report.source, misses_ratio=_ratio(misses(best), misses(baseline)),
+        baseline_hit_pct=base.hit_pct, best_hit_pct=report.hit_pct,
         ceiling_pct=report.ceiling_pct, improvement_pts=report.hit_pct - base.hit_pct,
         speedup=Speedup.between(base, report),
         best_family=best.family, best_iteration=best.iteration, attempts=len(history),
         seconds_to_best=sum(a.seconds for a in history.attempts if a.iteration <= best.iteration),
         run_seconds=run_seconds)
+
+
+def _ratio(mine: int | None, theirs: int | None) -> float | None:
+    return mine / theirs if mine is not None and theirs else None
 
 
 def _quiet(text: str) -> None:
