@@ -158,3 +158,14 @@ def test_the_seed_is_a_draw_of_the_disorder_and_part_of_the_spec():
     first, again, drawn = (walked_cus(rounds, hw, 10**6) for hw in (H100, H100, other))
     assert np.array_equal(first, again) and not np.array_equal(first, drawn)
     assert np.array_equal(first[:264], drawn[:264])  # the first wave does not wait on anything
+
+
+@pytest.mark.parametrize("name", ["rr8-chunk1-res1-direct", "inorder-res1-2way"])
+def test_one_program_per_cu_is_never_slowed(name):
+    """Every program is its CU's oldest, so the pace rule changes nothing: a persistent kernel at one program per
+    SM (whose programs start together by construction) keeps its predictions."""
+    hw = CONFIGS[name]
+    trace, perm = random_case(7)
+    slowed = hw.model_copy(update={"dispatch": hw.dispatch.model_copy(update={"younger_slowdown": 2.0})})
+    assert hw.programs_per_cu == 1
+    assert engine_counts(simulate(trace, perm, slowed)) == engine_counts(simulate(trace, perm, hw))
