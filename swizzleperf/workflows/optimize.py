@@ -44,6 +44,8 @@ class OptimizeRequest:
     llm_mode: str = "aware"
     llm_timeout: float = 180.0
     llm_retries: int = 3
+    context_tokens: int | None = None  # the model's context window, where its server does not say it
+    max_tokens: int | None = None  # every model call's answer budget (default: per call)
     library: Path | None = None  # a library to warm-start from
     write: bool = False
     resume: str | None = None
@@ -101,7 +103,8 @@ def _new_run(request: OptimizeRequest, on_capture, say: Callable[[str], None]) -
     asks_model = proposer_name in PROPOSERS and PROPOSERS[proposer_name].asks_model
     options = {} if not asks_model else {
         "model": request.model, "api_base": request.api_base, "mode": request.llm_mode,
-        "timeout_s": request.llm_timeout, "retries": request.llm_retries}
+        "timeout_s": request.llm_timeout, "retries": request.llm_retries,
+        "context_tokens": request.context_tokens, "max_tokens": request.max_tokens}
     if request.library is not None:
         options["library"] = str(request.library.resolve())
     proposer = make_proposer(proposer_name, request.seed, options)
