@@ -24,12 +24,18 @@ def small_softmax(directory: Path) -> Path:
     return path
 
 
-def swizzleperf(args: list[str], work: Path, timeout_s: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """`python -m swizzleperf ARGS` in `work`, without provider keys, with a private trace cache."""
-    child_env = {k: v for k, v in os.environ.items() if k not in _CLEARED}
-    child_env.update(SWIZZLEPERF_CACHE=str(work / "cache"), COLUMNS="240",
-                     NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **env)
-    return subprocess.run([sys.executable, "-m", "swizzleperf", *args], cwd=work, env=child_env,
+def child_env(work: Path, **env: str) -> dict[str, str]:
+    """The environment of a child swizzleperf: no provider keys, a private trace cache, loopback unproxied."""
+    child = {k: v for k, v in os.environ.items() if k not in _CLEARED}
+    child.update(SWIZZLEPERF_CACHE=str(work / "cache"), COLUMNS="240",
+                 NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **env)
+    return child
+
+
+def swizzleperf(args: list[str], work: Path, timeout_s: float = 240, cwd: Path | None = None,
+                **env: str) -> subprocess.CompletedProcess:
+    """`python -m swizzleperf ARGS` in `cwd` (default `work`), with child_env(work)."""
+    return subprocess.run([sys.executable, "-m", "swizzleperf", *args], cwd=cwd or work, env=child_env(work, **env),
                           capture_output=True, text=True, timeout=timeout_s)
 
 

@@ -14,7 +14,7 @@ from swizzleperf.kernel.contract import load_kernel
 from swizzleperf.proposers.base import ProposalContext
 from swizzleperf.proposers.llm.budget import TEMPLATE_TOKENS, ContextBudget, TokenCounter, Variant, Window
 from swizzleperf.proposers.llm.proposer import CUT, LEFT_OUT, make_llm_proposer
-from swizzleperf.proposers.llm.scripted_server import ScriptedServer, chat_reply, word_count
+from swizzleperf.proposers.llm.scripted_server import Reply, ScriptedServer, chat_reply, word_count
 from swizzleperf.proposers.llm.server_info import Tokenizer, probe
 from swizzleperf.proposers.llm.signatures import ProposeSwizzle
 from swizzleperf.records.proposal import AttemptView
@@ -197,6 +197,14 @@ def test_answers_without_any_field_bring_one_line_about_the_chat_template(kernel
                         "tokenizer.chat_template or --chat_format; without one it falls back to a generic "
                         "format), or the model is too small to follow it; code in the answer is still read"]
     assert first.extraction_error.startswith("no Python function was found in the answer")
+
+
+def test_an_answer_cut_at_max_tokens_says_so_in_its_rationale(kernel):
+    with ScriptedServer([Reply(ANSWER, finish_reason="length")], context_window=32_768) as server:
+        proposal = make_llm_proposer("openai/scripted", api_base=server.base_url, max_tokens=700).propose(
+            context(kernel))
+    assert proposal.llm_calls[0].finish_reason == "length" and server.requests[0].body["max_tokens"] == 700
+    assert proposal.rationale.endswith("\nThe answer was cut at max_tokens (700).")
 
 
 def test_a_tokenizer_that_stops_answering_falls_back_to_the_estimate_once():

@@ -22,27 +22,14 @@ with the server's own token counts.
 
 from __future__ import annotations
 
-import os
+import logging
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from swizzleperf.errors import LLMError
-from swizzleperf.proposers.base import ModelWatcher
-from swizzleperf.proposers.llm.adapter import chat_adapter
-from swizzleperf.proposers.llm.budget import ANSWER_TOKENS, Fitted
-from swizzleperf.proposers.llm.extract import split_fields
-from swizzleperf.records.proposal import LLMCall, LLMUsage
-
-# LiteLLM downloads a model price list from GitHub when it is imported unless told to use its
-# bundled copy; without network that costs seconds of retries on every run.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-import dspy  # noqa: E402  (after the environment default above)
-from dspy.utils.exceptions import (  # noqa: E402
+import dspy
+from dspy.utils.exceptions import (
     AdapterParseError,
     ContextWindowExceededError,
     LMAuthError,
@@ -53,6 +40,25 @@ from dspy.utils.exceptions import (  # noqa: E402
     LMUnsupportedModelError,
     is_retryable_lm_error,
 )
+from pydantic import BaseModel, ConfigDict, Field
+
+from swizzleperf.errors import LLMError
+from swizzleperf.proposers.base import ModelWatcher
+from swizzleperf.proposers.llm.adapter import chat_adapter
+from swizzleperf.proposers.llm.budget import ANSWER_TOKENS, Fitted
+from swizzleperf.proposers.llm.extract import split_fields
+from swizzleperf.records.proposal import LLMCall, LLMUsage
+
+
+class _NoTruncationWarning(logging.Filter):
+    """DSPy logs a paragraph when an answer reaches max_tokens; each LLMCall records it (finish_reason length)
+    and the attempt's rationale says it in one sentence."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("LM response was truncated")
+
+
+logging.getLogger("dspy.clients.lm").addFilter(_NoTruncationWarning())
 
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 PLACEHOLDER_KEY = "swizzleperf-no-key"  # sent to an --api-base server when no key is configured

@@ -228,8 +228,13 @@ class LLMProposer:
         extraction = extract_hook(code if code else answer.raw, context.kernel.hook, context.kernel.loop_order)
         approach, why = _text(fields.get("approach")), _text(fields.get("why_better"))
         family = family_name(approach, context.iteration)
+        last = answer.calls[-1] if answer.calls else None
+        problems = [f"The answer did not follow the field format exactly ({answer.parse_error})."
+                    if answer.parse_error else "",
+                    f"The answer was cut at max_tokens ({last.max_tokens:,})."
+                    if last is not None and last.finish_reason == "length" else ""]
         rationale = _rationale(approach, why, fields.get("critique"), _text(fields.get("reasoning")), extraction,
-                               answer.parse_error)
+                               [p for p in problems if p])
         error = extraction.error
         if error is None and _seen(extraction.source, context):
             # the source stays, so the history's diff shows the model what it repeated
@@ -260,7 +265,7 @@ def _seen(source: str, context: ProposalContext) -> bool:
 
 
 def _rationale(approach: str, why: str, critique: object, reasoning: str, extraction: Extraction,
-               parse_error: str | None) -> str:
+               problems: list[str]) -> str:
     """What the model said about its remap, for attempts.jsonl (the prompt shows only the diff and outcome)."""
     lines = [text for text in (approach, why) if text]
     if critique:
@@ -269,9 +274,7 @@ def _rationale(approach: str, why: str, critique: object, reasoning: str, extrac
         lines.append("Reasoning:\n" + reasoning)
     if extraction.notes:
         lines.append("Extraction: " + "; ".join(extraction.notes) + ".")
-    if parse_error:
-        lines.append(f"The answer did not follow the field format exactly ({parse_error}).")
-    return "\n".join(lines)
+    return "\n".join(lines + problems)
 
 
 def make_llm_proposer(model: str | None, *, api_base: str | None = None, mode: str = "aware",

@@ -37,6 +37,7 @@ class Reply:
     delay_s: float = 0.0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    finish_reason: str = "stop"  # "length": the answer was cut at max_tokens
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def _completion(body: dict, reply: Reply, request: RecordedRequest, drops_system
         "object": "chat.completion",
         "created": 0,
         "model": body.get("model", "scripted"),
-        "choices": [{"index": 0, "finish_reason": "stop",
+        "choices": [{"index": 0, "finish_reason": reply.finish_reason,
                      "message": {"role": "assistant", "content": reply.text}}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
