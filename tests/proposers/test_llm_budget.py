@@ -224,18 +224,25 @@ def test_max_tokens_given_by_the_user_is_every_calls_answer_budget():
 
 
 @pytest.mark.slow
-def test_the_cli_says_an_impossible_fit_in_one_error_line_and_keeps_the_baseline(tmp_path):
+def test_the_cli_says_an_impossible_fit_in_one_error_line_and_the_run_resumes_with_a_larger_window(tmp_path):
     kernel = small_softmax(tmp_path)
-    with ScriptedServer([ANALYSIS, ANSWER], context_window=500) as server:
+    runs = str(tmp_path / "runs")
+    with ScriptedServer([ANALYSIS, ANSWER, "no code this time"], context_window=500) as server:
         result = swizzleperf(["optimize", str(kernel), "--hardware", "mi300x", "--no-library", "-n", "2",
-                              "--model", "openai/scripted", "--api-base", server.base_url,
-                              "--runs-dir", str(tmp_path / "runs")], tmp_path)
-        requests = list(server.requests)
-    assert result.returncode == 2 and requests == []
-    errors = [line for line in result.stdout.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: the memory analysis prompt needs ")
-    assert "context window of 500 tokens (the server (GET /props n_ctx))" in errors[0]
-    assert "Traceback" not in result.stdout + result.stderr
+                              "--model", "openai/scripted", "--api-base", server.base_url, "--runs-dir", runs], tmp_path)
+        assert result.returncode == 2 and server.requests == []
+        errors = [line for line in result.stdout.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and errors[0].startswith("error: the memory analysis prompt needs ")
+        assert "context window of 500 tokens (the server (GET /props n_ctx))" in errors[0]
+        assert "Traceback" not in result.stdout + result.stderr
+        record, attempts = read_run(tmp_path)
+        assert [a["origin"] for a in attempts] == ["baseline"]  # nothing was spent, the baseline is kept
+        assert record["status"] == "failed" and record["status_detail"].startswith("ContextWindowError: the memory")
+
+        server.context_window = 32_768  # the server restarted with a larger context
+        resumed = swizzleperf(["optimize", "--resume", "latest", "--runs-dir", runs], tmp_path)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert len(server.requests) == 3  # the analysis, then one proposal per iteration
     record, attempts = read_run(tmp_path)
-    assert [a["origin"] for a in attempts] == ["baseline"]  # nothing was spent, the baseline is kept
-    assert record["status"] == "failed" and record["status_detail"].startswith("ContextWindowError: the memory")
+    assert [a["iteration"] for a in attempts] == [0, 1, 2] and record["status_detail"] == "reached 2 iterations"
+    assert [c["call"] for a in attempts for c in a["llm_calls"]] == ["memory analysis", "proposal", "proposal"]

@@ -109,6 +109,8 @@ class Fitted:
 
 @dataclass
 class ContextBudget:
+    """One run's window, token counter and answer budgets: fits each call (see the module docstring)."""
+
     window: Window
     counter: TokenCounter
     max_tokens: int | None = None  # --max-tokens: the answer budget of every call

@@ -77,8 +77,6 @@ class ModelConfig(BaseModel):
     backoff_s: float = Field(2.0, ge=0, description="first retry delay; doubles per retry")
     temperature: float | None = None
     max_tokens: int | None = Field(None, gt=0, description="every call's answer budget (default: per call)")
-    context_tokens: int | None = Field(None, gt=0, description="the model's context window, where the server "
-                                                               "does not say it")
 
 
 def _litellm():
@@ -190,10 +188,6 @@ def _count(value: Any) -> int | None:
 
 def _is_timeout(exc: LMError) -> bool:
     return isinstance(exc, LMTimeoutError) or "timed out" in _first_line(exc).lower()
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 @dataclass
@@ -313,7 +307,7 @@ class ModelClient:
     def _message(self, exc: LMError, attempts: int, plan: Fitted | None) -> LLMError:
         model, where = self.lm.model, self._where()
         status = getattr(exc, "status", None)
-        tries = _plural(attempts, "attempt")
+        tries = f"{attempts} attempt{'s' if attempts > 1 else ''}"
         detail = _first_line(exc)
         if isinstance(exc, LMNotConfiguredError):
             return LLMError(f"{model} is not configured: {detail}")

@@ -11,7 +11,15 @@ to the model as that attempt's reason. Transport failures (no key, server down a
 raise LLMError instead, because no later iteration can succeed without a fix. Tokens are
 billed once: on the proposal they led to, or, when a call fails after an earlier one of the
 same proposal succeeded (the memory analysis, say), on the next proposal; the raised LLMError
-carries them as `usage` for a loop that stops on it and so never asks for a next proposal.
+carries them as `usage` (and its requests as `llm_calls`) for a loop that stops on it and so never
+asks for a next proposal.
+
+Every call is fitted to the model's context window first (budget.py: measured, shortened in a fixed
+order, its max_tokens set). Before the first call of a session the shortest prompt of each call still
+to be made must fit, or ContextWindowError says why in one line and nothing is spent; the loop lets
+it through as the command's error. The budget is opened at the first proposal, asking a self-hosted
+server its window, tokenizer and chat template once (server_info.py), and what it found is said to
+the context's watcher, which also sees each call while it runs.
 
 Modes (the paper's baselines): `aware` (curated hardware context), `unaware` (no hardware
 context at all), `overload` (a long uncurated architecture text instead of the curated one).
@@ -108,8 +116,10 @@ class LLMProposer:
             plan = budget.fit("proposal", ProposeSwizzle, self._proposal_variants(context, hardware))
             self._note_counter(budget, context.watcher)
             answer = self.client.predict(ProposeSwizzle, plan=plan, watch=context.watcher)
-        except (LLMError, ContextWindowError) as exc:
-            raise self._spent_on(exc) from (exc if isinstance(exc, ContextWindowError) else None)
+        except LLMError as exc:
+            raise self._with_spent(exc)
+        except ContextWindowError as exc:  # after this proposal's first call (the analysis): recorded by the loop
+            raise self._with_spent(LLMError(str(exc))) from exc
         self._check_format(answer, ProposeSwizzle, context.watcher)
         self.last_answer = answer
         usage, self._unbilled = self._unbilled + answer.usage, LLMUsage()
@@ -193,11 +203,10 @@ class LLMProposer:
         self._analysis_unrecorded = True
         return answer
 
-    def _spent_on(self, exc: LLMError | ContextWindowError) -> LLMError:
-        """The error for the loop, carrying what was spent before it (module docstring)."""
-        error = exc if isinstance(exc, LLMError) else LLMError(str(exc))
+    def _with_spent(self, error: LLMError) -> LLMError:
+        """`error`, carrying for the loop what was spent before it (module docstring)."""
         error.usage = self._unbilled if self._unbilled.calls else None
-        error.llm_calls = (*self._unbilled_calls, *getattr(exc, "llm_calls", ()))
+        error.llm_calls = (*self._unbilled_calls, *error.llm_calls)
         error.memory_analysis = self._take_unrecorded_analysis()
         return error
 
@@ -292,6 +301,6 @@ def make_llm_proposer(model: str | None, *, api_base: str | None = None, mode: s
     if mode not in MODES:
         raise LLMError(f"unknown LLM context mode {mode!r}; choose one of {', '.join(MODES)}")
     config = ModelConfig(model=model, api_base=api_base, timeout_s=timeout_s, retries=retries,
-                         temperature=temperature, max_tokens=max_tokens, context_tokens=context_tokens)
+                         temperature=temperature, max_tokens=max_tokens)
     return LLMProposer(connect(config), mode=mode, prompts=PromptSet.load(prompts_dir),
                        history_limit=history_limit, context_tokens=context_tokens)
