@@ -103,10 +103,13 @@ def parts_table(attempts: list[Attempt]) -> Table:
         parts["instructions"] = whole - sum(parts.values())
         for name, tokens in parts.items():
             table.add_row(kind, name, f"{tokens:,.0f}", f"{tokens / whole:.0%}")
-        off = statistics.mean(c.prompt_measured - c.prompt_tokens for c in calls)
-        left = sorted({", ".join(c.left_out) or "nothing" for c in calls})
-        table.add_row(kind, "whole prompt, measured before the call", f"{whole:,.0f}",
-                      f"server counted {off:+.1f} fewer on average; left out: {'; '.join(left)}")
+        table.add_row(kind, "whole prompt, measured before the call", f"{whole:,.0f}", "100%")
+        table.add_row(kind, "measured minus the server's count (mean, max)",
+                      f"{statistics.mean(c.prompt_measured - c.prompt_tokens for c in calls):+.1f}",
+                      f"{max(c.prompt_measured - c.prompt_tokens for c in calls):+d}")
+        for what in ("history entries", "the memory analysis", "the kernel source"):
+            cut = sum(any(what in item for item in c.left_out) for c in calls)
+            table.add_row(kind, f"calls that left out {what}", f"{cut}/{len(calls)}", "")
     return table
 
 

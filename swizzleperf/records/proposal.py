@@ -24,6 +24,9 @@ class LLMUsage(BaseModel):
                         completion_tokens=self.completion_tokens + other.completion_tokens, cost_usd=cost)
 
 
+ANSWER_CHARS = 8000  # of an answer kept in its call's record; a 2,048-token answer is about this long
+
+
 class LLMCall(BaseModel):
     """One request to the model: what was sent (measured before), what the server answered (counted by it)."""
 
@@ -35,6 +38,8 @@ class LLMCall(BaseModel):
     finish_reason: str | None = Field(None, description="the server's: stop, or length (cut at max_tokens)")
     max_tokens: int = Field(description="the answer's limit sent with the request")
     seconds: float
+    answer: str | None = Field(None, description="the answer's text as the server sent it (clipped to "
+                                                 "ANSWER_CHARS), also when nothing in it could be used")
     # how the prompt was fitted (None for a call made without the context budget)
     window: int | None = Field(None, description="the context window the prompt was fitted to")
     prompt_measured: int | None = Field(None, description="the prompt's tokens as measured before the call (chat "

@@ -4,6 +4,8 @@ max_tokens exceed the window. A prompt too long is shortened in the stated order
 succeeds; a prompt that cannot fit is one error line before any call."""
 
 import contextlib
+import http.server
+import threading
 
 import pytest
 from llm_runs import ROOT, read_run, small_softmax, swizzleperf
@@ -205,6 +207,39 @@ def test_an_answer_cut_at_max_tokens_says_so_in_its_rationale(kernel):
             context(kernel))
     assert proposal.llm_calls[0].finish_reason == "length" and server.requests[0].body["max_tokens"] == 700
     assert proposal.rationale.endswith("\nThe answer was cut at max_tokens (700).")
+
+
+class Garbled(http.server.BaseHTTPRequestHandler):
+    """A server whose every reply is unusable: not JSON, the wrong shape, a count that is not a number."""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, body: bytes):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        self._send(b"<html>props</html>" if self.path == "/props" else b'{"data": "none"}')
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._send(b'{"count": "many"}' if "tokenize" in self.path else b'{"usage": {"prompt_tokens": -1}}')
+
+
+def test_unusable_server_replies_mean_not_said_and_nothing_raises():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Garbled)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        facts = probe(f"http://127.0.0.1:{server.server_address[1]}/v1", "m")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (facts.window, facts.tokenizer, facts.drops_system) == (None, None, False)
+    assert facts.notes == (f"http://127.0.0.1:{server.server_address[1]} offers no tokenizer endpoint (POST "
+                           f"/tokenize or /extras/tokenize/count): prompt sizes are estimated",)
 
 
 def test_a_tokenizer_that_stops_answering_falls_back_to_the_estimate_once():

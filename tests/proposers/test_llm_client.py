@@ -170,7 +170,8 @@ def test_an_answer_after_a_timeout_is_the_answer_of_the_shorter_request():
     assert answer.fields == {"answer": "short"} and answer.usage.calls == 1
     assert [(c.outcome, c.max_tokens) for c in answer.calls] == [("timed out", 600), ("answered", 300)]
     assert answer.calls[1].prompt_tokens == word_count(server.requests[1].text)
-    assert answer.calls[1].finish_reason == "stop"
+    assert answer.calls[1].finish_reason == "stop" and answer.calls[1].answer == chat_reply(answer="short")
+    assert answer.calls[0].answer is None
 
 
 def test_an_unreachable_server_is_a_clear_error():

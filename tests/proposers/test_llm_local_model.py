@@ -101,6 +101,7 @@ def test_every_call_is_recorded_with_the_servers_token_counts(local_run):
     assert [c["call"] for c in calls].count("proposal") == 3 and {c["outcome"] for c in calls} == {"answered"}
     for call in calls:
         assert call["prompt_tokens"] > 0 and 0 < call["completion_tokens"] <= call["max_tokens"] <= ANSWER
+        assert call["answer"].strip() and len(call["answer"]) <= 8000  # kept, whatever it says
         assert call["prompt_tokens"] + call["max_tokens"] <= WINDOW == call["window"]
         assert call["measured_by"] == "the server's tokenizer (POST /extras/tokenize/count)"
         # measured before the call with the server's tokenizer, chat-template allowance included

@@ -47,7 +47,7 @@ from swizzleperf.proposers.base import ModelWatcher
 from swizzleperf.proposers.llm.adapter import chat_adapter
 from swizzleperf.proposers.llm.budget import ANSWER_TOKENS, Fitted
 from swizzleperf.proposers.llm.extract import split_fields
-from swizzleperf.records.proposal import LLMCall, LLMUsage
+from swizzleperf.records.proposal import ANSWER_CHARS, LLMCall, LLMUsage
 
 
 class _NoTruncationWarning(logging.Filter):
@@ -240,7 +240,7 @@ class ModelClient:
                 failures += 1
                 continue
             entry = lm.history[-1] if lm.history else {}
-            calls.append(self._record(call, plan, max_tokens, time.monotonic() - start, entry))
+            calls.append(self._record(call, plan, max_tokens, time.monotonic() - start, entry, raw))
             return ModelAnswer(fields, raw, usage_of(lm.history), problem, tuple(calls))
 
     @staticmethod
@@ -267,8 +267,10 @@ class ModelClient:
         return watch.model_call(f"{self.lm.model}: {call} ({prompt}answer up to {max_tokens:,})")
 
     @staticmethod
-    def _record(call: str, plan: Fitted | None, max_tokens: int, seconds: float, entry: dict | None) -> LLMCall:
-        """The request as sent (plan) and as answered (entry: a DSPy history entry; None when it timed out)."""
+    def _record(call: str, plan: Fitted | None, max_tokens: int, seconds: float, entry: dict | None,
+                raw: str | None = None) -> LLMCall:
+        """The request as sent (plan) and as answered (entry: a DSPy history entry, and the answer's text;
+        None when it timed out)."""
         tokens = (entry or {}).get("usage") or {}
         counted = {k: _count(tokens.get(k)) for k in ("prompt_tokens", "completion_tokens")}
         measured = {} if plan is None else dict(window=plan.window, prompt_measured=plan.prompt_tokens,
@@ -276,7 +278,7 @@ class ModelClient:
                                                 left_out=list(plan.left_out))
         return LLMCall(call=call, outcome="answered" if entry is not None else "timed out", max_tokens=max_tokens,
                        seconds=round(seconds, 3), finish_reason=_finish_reason(entry) if entry else None,
-                       **counted, **measured)
+                       answer=None if raw is None else raw[:ANSWER_CHARS], **counted, **measured)
 
     @staticmethod
     def _transient(exc: LMError) -> bool:

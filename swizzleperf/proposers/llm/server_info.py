@@ -152,7 +152,8 @@ def drops_system_message(api_base: str, model: str) -> bool | None:
 
 
 def probe(api_base: str, model: str) -> ServerFacts:
-    """The window and tokenizer the server at `api_base` offers for `model` (its name without the provider)."""
+    """What the server at `api_base` says for `model` (its name without the provider): its window, its
+    tokenizer, whether its chat template drops system messages; and a line for each thing a user should know."""
     root, notes = server_root(api_base), []
     window, source = None, None
     for ask in (lambda: _window_from_props(root), lambda: _window_from_models(api_base, model)):
