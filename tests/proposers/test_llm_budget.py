@@ -152,8 +152,7 @@ def test_the_window_tokenizer_and_each_call_are_shown_to_the_person_watching(ker
     (call,) = result.llm_calls
     assert watcher.notes == ["LLM: context window 6,000 tokens (the server (GET /props n_ctx)); prompts measured "
                              "with the server's tokenizer (POST /tokenize)"]
-    assert watcher.calls == [f"openai/scripted: proposal ({call.prompt_measured:,} prompt tokens, answer up to "
-                             f"{call.max_tokens:,})"]
+    assert watcher.calls == [f"openai/scripted: proposal, {call.prompt_measured:,} tokens in, ≤{call.max_tokens:,} out"]
     assert call.parts["original_code"] == word_count(kernel.source)  # each input measured alike
     assert sum(call.parts.values()) < call.prompt_measured  # the field names and instructions come on top
 
@@ -275,9 +274,10 @@ def test_the_cli_says_an_impossible_fit_in_one_error_line_and_the_run_resumes_wi
         assert record["status"] == "failed" and record["status_detail"].startswith("ContextWindowError: the memory")
 
         server.context_window = 32_768  # the server restarted with a larger context
-        resumed = swizzleperf(["optimize", "--resume", "latest", "--runs-dir", runs], tmp_path)
+        resumed = swizzleperf(["optimize", "--resume", "latest", "--runs-dir", runs, "--max-tokens", "300"], tmp_path)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        assert len(server.requests) == 3  # the analysis, then one proposal per iteration
+        assert [r.body["max_tokens"] for r in server.requests] == [300] * 3  # the analysis, then each proposal
     record, attempts = read_run(tmp_path)
     assert [a["iteration"] for a in attempts] == [0, 1, 2] and record["status_detail"] == "reached 2 iterations"
+    assert record["proposer_options"]["max_tokens"] == 300 and record["proposer_options"]["timeout_s"] == 180
     assert [c["call"] for a in attempts for c in a["llm_calls"]] == ["memory analysis", "proposal", "proposal"]

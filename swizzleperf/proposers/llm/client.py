@@ -263,8 +263,8 @@ class ModelClient:
     def _waiting(self, watch: ModelWatcher | None, call: str, plan: Fitted | None, max_tokens: int):
         if watch is None:
             return nullcontext()
-        prompt = f"{plan.prompt_tokens:,} prompt tokens, " if plan is not None else ""
-        return watch.model_call(f"{self.lm.model}: {call} ({prompt}answer up to {max_tokens:,})")
+        prompt = f"{plan.prompt_tokens:,} tokens in, " if plan is not None else ""
+        return watch.model_call(f"{self.lm.model}: {call}, {prompt}≤{max_tokens:,} out")
 
     @staticmethod
     def _record(call: str, plan: Fitted | None, max_tokens: int, seconds: float, entry: dict | None,

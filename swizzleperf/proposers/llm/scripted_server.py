@@ -104,7 +104,6 @@ class ScriptedServer:
         self.context_window = context_window
         self.drops_system = drops_system
         self.probes: list[RecordedRequest] = []  # one-token requests, answered outside the script
-        self.tokenized: list[str] = []  # the texts /tokenize was asked to count
         self.max_requests = len(self._script) + _SPARE_REQUESTS if max_requests is None else max_requests
         self.lifetime_s = lifetime_s
         self.requests: list[RecordedRequest] = []
@@ -194,10 +193,7 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             return self._send(400, _error("request body is not JSON", "invalid_request_error"))
         if self.path.rstrip("/") == "/tokenize" and self.server_ref.context_window is not None:
-            text = str(body.get("content", ""))
-            with self.server_ref._lock:
-                self.server_ref.tokenized.append(text)
-            return self._send(200, {"tokens": [0] * word_count(text)})
+            return self._send(200, {"tokens": [0] * word_count(str(body.get("content", "")))})
         if self.path.rstrip("/") != CHAT_PATH:
             return self._send(404, _error(f"only {CHAT_PATH} is scripted, not {self.path}", "not_found"))
         if body.get("stream"):
