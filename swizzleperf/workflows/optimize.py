@@ -26,7 +26,6 @@ from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposer
 from swizzleperf.proposers.registry import PROPOSERS, make_proposer, resolve_proposer
 
-
 DEFAULT_LLM_TIMEOUT_S = 180.0
 
 
