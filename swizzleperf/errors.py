@@ -58,6 +58,11 @@ class LLMError(SwizzlePerfError):
 
     usage = None  # LLMUsage of calls already billed before the failure, when there were any
     memory_analysis = None  # the analysis a failed proposal had already asked for, so it is kept
+    llm_calls = ()  # LLMCall records of the requests made before the failure (timed-out ones included)
+
+
+class ContextWindowError(SwizzlePerfError):
+    """The prompt cannot fit the model's context window however it is shortened (found before any call)."""
 
 
 class CaptureError(SwizzlePerfError):

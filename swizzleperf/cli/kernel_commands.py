@@ -286,8 +286,15 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
              model: Optional[str] = typer.Option(None, "--model", help="LLM as provider/name, e.g. openai/gpt-4o"),
              api_base: Optional[str] = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --model"),
              llm_mode: str = typer.Option("aware", "--llm-context", help="aware | unaware | overload (paper baselines)"),
-             llm_timeout: float = typer.Option(180.0, "--llm-timeout", help="seconds to wait for one model answer"),
+             llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help="seconds to wait for one model "
+                                                         "answer (default 180; with --resume: the run's)"),
              llm_retries: int = typer.Option(3, "--llm-retries", help="retries of a transient model error"),
+             context_tokens: Optional[int] = typer.Option(None, "--context-tokens", min=1, help="the model's context "
+                                                          "window in tokens (default: what the server says, else "
+                                                          "8192); with --resume it replaces the run's"),
+             max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="answer tokens per model call "
+                                                      "(default 1024 for the analysis, 2048 per proposal); with "
+                                                      "--resume it replaces the run's"),
              library: Optional[Path] = typer.Option(None, "--library", help="warm-start from this swizzle library "
                                                    "(default: ./swizzles or $SWIZZLEPERF_LIBRARY when it exists)"),
              no_library: bool = typer.Option(False, "--no-library", help="do not warm-start from a library"),
@@ -305,7 +312,8 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
     request = OptimizeRequest(kernel_path=kernel_path, hardware=hw_name, profiler=profiler_name,
                               proposer=proposer_name, iterations=iterations, patience=patience, size=size,
                               seed=seed, model=model, api_base=api_base, llm_mode=llm_mode, llm_timeout=llm_timeout,
-                              llm_retries=llm_retries, library=_library_for_warm_start(library, no_library),
+                              llm_retries=llm_retries, context_tokens=context_tokens, max_tokens=max_tokens,
+                              library=_library_for_warm_start(library, no_library),
                               write=write,
                               resume=resume, runs_dir=runs_dir, stop_at_ceiling=not keep_going, batch=batch,
                               workers=workers, ray=ray, allow_unproven=allow_unproven)

@@ -4,6 +4,8 @@ after the attempt in flight (twice: at once), and the run's summary. The work is
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 from rich.console import Console
@@ -61,6 +63,18 @@ class ConsoleObserver(Observer):
 
     def stopped(self, reason: str) -> None:
         self.progress.update(self.task, description=f"stopped: {reason}")
+
+    @contextmanager
+    def model_call(self, what: str) -> Iterator[None]:
+        """A spinner line of its own while the model answers: which model, which call, and the time it takes."""
+        task = self.progress.add_task(f"waiting for {escape(what)}", total=None)
+        try:
+            yield
+        finally:
+            self.progress.remove_task(task)
+
+    def model_note(self, line: str) -> None:
+        self.console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def run_optimize(request: OptimizeRequest, console: Console) -> RunDir:

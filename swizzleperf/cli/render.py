@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -17,11 +26,21 @@ from swizzleperf.records.report import BottleneckReport, ceiling_text
 MiB = 1024 * 1024
 
 
+class _CountColumn(ProgressColumn):
+    """done/total, or nothing for a task without a total (a wait: the spinner and the time say it)."""
+
+    def __init__(self, unit: str = ""):
+        super().__init__()
+        self.unit = f" {unit}" if unit else ""
+
+    def render(self, task: Task) -> Text:
+        return Text("" if task.total is None else f"{task.completed}/{task.total}{self.unit}")
+
+
 def progress_bar(console: Console, unit: str = "") -> Progress:
     """The one progress display every long command uses: spinner, what, bar, count, time."""
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    TextColumn("{task.completed}/{task.total}" + (f" {unit}" if unit else "")), TimeElapsedColumn(),
-                    console=console, transient=True)
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), _CountColumn(unit),
+                    TimeElapsedColumn(), console=console, transient=True)
 
 
 def capture_progress(progress: Progress) -> Callable[[int, int], None]:

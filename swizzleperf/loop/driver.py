@@ -7,10 +7,11 @@ needs to continue after a kill is on disk in its run directory.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from swizzleperf.errors import LLMError, RunError, SwizzlePerfError
+from swizzleperf.errors import ContextWindowError, LLMError, RunError, SwizzlePerfError
 from swizzleperf.hardware.spec import HardwareSpec
 from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.loop import artifacts
@@ -49,6 +50,12 @@ class Observer:
     def batch(self, candidates: list[Candidate], executor: str) -> None: ...
     def attempt(self, attempt: Attempt, history: History) -> None: ...
     def stopped(self, reason: str) -> None: ...
+
+    # the proposers' ModelWatcher (proposers/base.py): model calls while they run, notes about the model
+    def model_call(self, what: str) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def model_note(self, line: str) -> None: ...
 
 
 def start_run(root: Path, kernel: KernelFile, size: str, hw: HardwareSpec, hw_reason: str,
@@ -138,12 +145,14 @@ def _propose(run: RunDir, kernel: KernelFile, proposer: Proposer, evaluator: Can
     record, iteration = run.record, len(history)
     observer.proposing(iteration)
     try:
-        proposals = propose_batch(proposer, _context(kernel, record.hardware, history, iteration),
+        proposals = propose_batch(proposer, _context(kernel, record.hardware, history, iteration, observer),
                                   min(record.batch, record.iterations + 1 - iteration))
+    except ContextWindowError:  # found before any model call: nothing to record, the run cannot go on
+        raise
     except LLMError as exc:  # the client already retried: record it and stop rather than burn patience
         # tokens spent earlier in this proposal (the memory analysis) travel on the error
         _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc, exc.usage,
-                                               exc.memory_analysis), observer)
+                                               exc.memory_analysis, exc.llm_calls), observer)
         return None, f"the model failed: {exc}"
     except Exception as exc:  # noqa: BLE001 -- a bad answer (or a bug reading it) is an attempt, not the end
         _record(run, history, _failed_proposal(evaluator, proposer, iteration, exc), observer)
@@ -177,12 +186,13 @@ def _evaluate_batch(run: RunDir, batch: PendingBatch, evaluator: CandidateEvalua
     run.clear_batch()
 
 
-def _context(kernel: KernelFile, hardware: HardwareSpec, history: History, iteration: int) -> ProposalContext:
+def _context(kernel: KernelFile, hardware: HardwareSpec, history: History, iteration: int,
+             observer: Observer) -> ProposalContext:
     return ProposalContext(
         kernel=kernel, hardware=hardware, baseline=history.baseline().report, history=history.views(),
         every_attempt=tuple(history.all_views()), iteration=iteration,
         seen_sources=frozenset(_normalised(a.source) for a in history.attempts),
-        best=history.best().report, memory_analysis=history.memory_analysis())
+        best=history.best().report, memory_analysis=history.memory_analysis(), watcher=observer)
 
 
 def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer) -> None:
@@ -208,11 +218,12 @@ def _record(run: RunDir, history: History, attempt: Attempt, observer: Observer)
 
 
 def _failed_proposal(evaluator: CandidateEvaluator, proposer: Proposer, iteration: int, exc: Exception,
-                     usage: LLMUsage | None = None, memory_analysis: str | None = None) -> Attempt:
+                     usage: LLMUsage | None = None, memory_analysis: str | None = None,
+                     llm_calls: tuple = ()) -> Attempt:
     what = str(exc) if isinstance(exc, SwizzlePerfError) else f"{type(exc).__name__}: {exc}"
     proposal = Proposal(source="", family="(proposer failed)", origin=_origin(proposer),
                         extraction_error=echo(f"the proposer failed: {what}", 1000), usage=usage,
-                        memory_analysis=memory_analysis)
+                        memory_analysis=memory_analysis, llm_calls=list(llm_calls))
     return evaluator.evaluate(proposal, iteration)
 
 

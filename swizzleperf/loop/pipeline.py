@@ -87,7 +87,7 @@ class CandidateEvaluator:
         return Attempt(iteration=iteration, origin=proposal.origin, family=proposal.family,
                        rationale=proposal.rationale, source=proposal.source, diff=diff, stages=stages,
                        report=report, usage=proposal.usage, memory_analysis=proposal.memory_analysis,
-                       started_at=started, seconds=time.perf_counter() - t0)
+                       llm_calls=proposal.llm_calls, started_at=started, seconds=time.perf_counter() - t0)
 
     def _diff(self, source: str) -> str:
         try:

@@ -7,6 +7,7 @@ checks, bijectivity and correctness on it exactly as on anything else.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -15,6 +16,18 @@ from swizzleperf.kernel.contract import KernelFile
 from swizzleperf.records.proposal import AttemptView, Proposal
 from swizzleperf.records.report import BottleneckReport
 from swizzleperf.remaps.check import normalise
+
+
+class ModelWatcher(Protocol):
+    """Whoever watches a run: shown each model call while it runs, told what a person should know about them."""
+
+    def model_call(self, what: str) -> AbstractContextManager[None]:
+        """Entered for the duration of one request to the model (`what`: the model, the call, its tokens)."""
+        ...
+
+    def model_note(self, line: str) -> None:
+        """One line about the model or its server (the context window, a chat template that seems wrong)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -28,6 +41,7 @@ class ProposalContext:
     seen_sources: frozenset[str] = frozenset()  # normalised sources already tried: never repeat one
     best: BottleneckReport | None = None  # the best accepted attempt's report so far
     memory_analysis: str | None = None  # the analysis an earlier attempt recorded (a resumed run reuses it)
+    watcher: ModelWatcher | None = None  # sees the model calls a proposal makes (the CLI's spinner)
 
 
 class Proposer(Protocol):

@@ -1,7 +1,7 @@
 """The proposers `--proposer NAME` can name, and how each is built from a run's settings.
 
 Each entry builds its proposer from the seed and the LLM options a run records (model, api_base,
-mode, timeout_s, retries), so a resumed run rebuilds exactly the proposer it started with. Built-ins
+mode, timeout_s, retries, context_tokens, max_tokens), so a resumed run rebuilds exactly the proposer it started with. Built-ins
 register here; factories import their module only when chosen (the LLM one pulls in DSPy). A new
 proposer is one module with a class that follows `base.Proposer` and one `register(...)` call
 (docs/extending.md).
@@ -48,7 +48,8 @@ def resolve_proposer(requested: str | None, model: str | None) -> tuple[str, str
 def make_proposer(name: str, seed: int, options: dict) -> Proposer:
     """The proposer by name, behind the library warm start when options name a library.
 
-    `options` holds model, api_base, mode, timeout_s, retries (LLM) and library (a directory).
+    `options` holds model, api_base, mode, timeout_s, retries, context_tokens, max_tokens (LLM) and library
+    (a directory).
     """
     if name not in PROPOSERS:
         names = list(PROPOSERS)
@@ -71,7 +72,8 @@ def _search(seed: int, options: dict) -> Proposer:
 def _llm(seed: int, options: dict) -> Proposer:
     from swizzleperf.proposers.llm.proposer import make_llm_proposer
     return make_llm_proposer(options.get("model"), api_base=options.get("api_base"), mode=options.get("mode", "aware"),
-                             timeout_s=options.get("timeout_s", 180.0), retries=options.get("retries", 3))
+                             timeout_s=options.get("timeout_s", 180.0), retries=options.get("retries", 3),
+                             context_tokens=options.get("context_tokens"), max_tokens=options.get("max_tokens"))
 
 
 def _hybrid(seed: int, options: dict) -> Proposer:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swizzleperf.records.proposal import AttemptView, LLMUsage, Origin
+from swizzleperf.records.proposal import AttemptView, LLMCall, LLMUsage, Origin
 from swizzleperf.records.report import BottleneckReport
 
 Stage = Literal["propose", "static", "bijectivity", "correctness", "profile"]
@@ -41,6 +41,8 @@ class Attempt(BaseModel):
     usage: LLMUsage | None = None
     memory_analysis: str | None = Field(None, description="the LLM's analysis of the kernel, asked once per run "
                                                           "and recorded on the attempt that asked")
+    llm_calls: list[LLMCall] = Field(default_factory=list, description="each request to the model behind the "
+                                                                       "proposal, with the server's token counts")
     started_at: datetime
     seconds: float
     device: str | None = Field(None, description="the GPU the candidate was profiled on, where an executor gave "

@@ -24,6 +24,31 @@ class LLMUsage(BaseModel):
                         completion_tokens=self.completion_tokens + other.completion_tokens, cost_usd=cost)
 
 
+ANSWER_CHARS = 8000  # of an answer kept in its call's record; a 2,048-token answer is about this long
+
+
+class LLMCall(BaseModel):
+    """One request to the model: what was sent (measured before), what the server answered (counted by it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    call: str = Field(description="memory analysis | proposal")
+    outcome: Literal["answered", "timed out"]
+    prompt_tokens: int | None = Field(None, description="as the server counted them; None when it gave no count")
+    completion_tokens: int | None = Field(None, description="as the server counted them")
+    finish_reason: str | None = Field(None, description="the server's: stop, or length (cut at max_tokens)")
+    max_tokens: int = Field(description="the answer's limit sent with the request")
+    seconds: float
+    answer: str | None = Field(None, description="the answer's text as the server sent it (clipped to "
+                                                 "ANSWER_CHARS), also when nothing in it could be used")
+    # how the prompt was fitted (None for a call made without the context budget)
+    window: int | None = Field(None, description="the context window the prompt was fitted to")
+    prompt_measured: int | None = Field(None, description="the prompt's tokens as measured before the call (chat "
+                                                          "template allowance included)")
+    measured_by: str | None = Field(None, description="the server's tokenizer, or an estimate")
+    parts: dict[str, int] = Field(default_factory=dict, description="tokens of each input field, measured alike")
+    left_out: list[str] = Field(default_factory=list, description="what the prompt left out to fit the window")
+
+
 class Proposal(BaseModel):
     model_config = ConfigDict(extra="forbid")
     source: str = Field(description="the remap function's source, as proposed (untrusted)")
@@ -35,6 +60,7 @@ class Proposal(BaseModel):
         None, description="set when the proposer could not extract code from its model's answer")
     memory_analysis: str | None = Field(
         None, description="the model's analysis of the kernel, on the proposal whose calls asked for it")
+    llm_calls: list[LLMCall] = Field(default_factory=list, description="each request to the model behind it")
 
 
 class AttemptView(BaseModel):

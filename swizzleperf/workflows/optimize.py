@@ -26,6 +26,8 @@ from swizzleperf.profilers.select import select_profiler
 from swizzleperf.proposers.base import Proposer
 from swizzleperf.proposers.registry import PROPOSERS, make_proposer, resolve_proposer
 
+DEFAULT_LLM_TIMEOUT_S = 180.0
+
 
 @dataclass
 class OptimizeRequest:
@@ -42,8 +44,10 @@ class OptimizeRequest:
     model: str | None = None
     api_base: str | None = None
     llm_mode: str = "aware"
-    llm_timeout: float = 180.0
+    llm_timeout: float | None = None  # None: 180 s for a new run, the recorded one for a resumed run
     llm_retries: int = 3
+    context_tokens: int | None = None  # the model's context window, where its server does not say it
+    max_tokens: int | None = None  # every model call's answer budget (default: per call)
     library: Path | None = None  # a library to warm-start from
     write: bool = False
     resume: str | None = None
@@ -81,6 +85,10 @@ def _resumed_run(request: OptimizeRequest, on_capture) -> OpenedRun:
     kernel = run_kernel(run, find_kernel(request.kernel_path) if request.kernel_path else None)
     rec = run.record
     profiler, _ = select_profiler(rec.profiler, rec.hardware, progress=on_capture)
+    if rec.proposer in PROPOSERS and PROPOSERS[rec.proposer].asks_model:  # what a model's failure asks to change
+        given = (("timeout_s", request.llm_timeout), ("context_tokens", request.context_tokens),
+                 ("max_tokens", request.max_tokens))
+        rec.proposer_options = {**rec.proposer_options, **{k: v for k, v in given if v is not None}}
     proposer = make_proposer(rec.proposer, rec.seed, rec.proposer_options)
     rec.status, rec.status_detail = "running", f"resumed with {len(run.load_history())} attempts on disk"
     run.save()
@@ -101,7 +109,8 @@ def _new_run(request: OptimizeRequest, on_capture, say: Callable[[str], None]) -
     asks_model = proposer_name in PROPOSERS and PROPOSERS[proposer_name].asks_model
     options = {} if not asks_model else {
         "model": request.model, "api_base": request.api_base, "mode": request.llm_mode,
-        "timeout_s": request.llm_timeout, "retries": request.llm_retries}
+        "timeout_s": request.llm_timeout or DEFAULT_LLM_TIMEOUT_S, "retries": request.llm_retries,
+        "context_tokens": request.context_tokens, "max_tokens": request.max_tokens}
     if request.library is not None:
         options["library"] = str(request.library.resolve())
     proposer = make_proposer(proposer_name, request.seed, options)

@@ -149,14 +149,29 @@ def test_client_errors_are_not_retried(status, message):
     assert len(server.requests) == 1 and sleeps == []
 
 
-def test_a_reply_slower_than_the_timeout_is_a_clear_error():
-    with ScriptedServer([Reply(chat_reply(answer="late"), delay_s=3)] * 2) as server:
+def test_a_timed_out_call_is_retried_once_with_half_the_max_tokens_then_is_a_clear_error():
+    """Not retried blindly: --llm-retries does not apply, the second request asks for a shorter answer."""
+    with ScriptedServer([Reply(chat_reply(answer="late"), delay_s=3)] * 3) as server:
         start = time.monotonic()
-        with pytest.raises(LLMError, match=r"gave no answer within 0.5 s on 2 attempts at http://127.0.0.1.*"
-                                           r"raise the timeout \(--llm-timeout\)"):
-            client_for(server, timeout_s=0.5, retries=1).predict(Echo, question="q")
+        with pytest.raises(LLMError) as raised:
+            client_for(server, timeout_s=0.5, retries=3, max_tokens=600).predict(Echo, question="q")
         assert time.monotonic() - start < 2.5  # the client gave up; it did not wait for the reply
-    assert len(server.requests) == 2
+    assert str(raised.value) == (f"openai/scripted-model gave no answer within 0.5 s for an answer of up to 600 "
+                                 f"tokens, nor of up to 300 at {server.base_url}: raise --llm-timeout or lower "
+                                 f"--max-tokens, and check that the server is up and not overloaded")
+    assert [r.body["max_tokens"] for r in server.requests] == [600, 300]
+    assert [(c.call, c.outcome, c.max_tokens, c.prompt_tokens) for c in raised.value.llm_calls] == [
+        ("Echo", "timed out", 600, None), ("Echo", "timed out", 300, None)]
+
+
+def test_an_answer_after_a_timeout_is_the_answer_of_the_shorter_request():
+    with ScriptedServer([Reply(chat_reply(answer="late"), delay_s=3), chat_reply(answer="short")]) as server:
+        answer = client_for(server, timeout_s=0.5, max_tokens=600).predict(Echo, question="q")
+    assert answer.fields == {"answer": "short"} and answer.usage.calls == 1
+    assert [(c.outcome, c.max_tokens) for c in answer.calls] == [("timed out", 600), ("answered", 300)]
+    assert answer.calls[1].prompt_tokens == word_count(server.requests[1].text)
+    assert answer.calls[1].finish_reason == "stop" and answer.calls[1].answer == chat_reply(answer="short")
+    assert answer.calls[0].answer is None
 
 
 def test_an_unreachable_server_is_a_clear_error():

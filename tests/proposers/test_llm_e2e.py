@@ -7,14 +7,11 @@ code, an HTTP 500, no answer in time) must end up in attempts.jsonl and run.json
 described here. Each accepted attempt costs a few seconds of correctness checking in a child.
 """
 
-import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from llm_runs import failure, read_run, small_softmax, swizzleperf
 
 from swizzleperf.errors import LLMError
 from swizzleperf.hardware.presets import PRESETS
@@ -25,12 +22,11 @@ from swizzleperf.proposers.llm.scripted_server import Failure, Reply, ScriptedSe
 from swizzleperf.records.proposal import LLMUsage
 from swizzleperf.records.report import BottleneckReport
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 2  # --llm-timeout of the scripted runs; a reply delayed past it never arrives
-RETRIES = 1  # --llm-retries: one retry, so the HTTP 500 is retried once and a timeout costs two requests
-# Settings from the machine that would change what the child does.
-_CLEARED = ("OPENAI_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "SWIZZLEPERF_PROMPTS",
-            "SWIZZLEPERF_LIBRARY", "SWIZZLEPERF_DEBUG")
+RETRIES = 1  # --llm-retries: one retry, so the HTTP 500 is retried once
+# The scripted server does not say its window; these runs are about what the model is shown and what is
+# recorded, not the context budget (test_llm_budget.py), so they name one that holds every prompt whole.
+WINDOW = 32_768
 
 ROW_REMAP = '''@triton.jit
 def swizzle(pid, num_pids, NUM_XCDS: tl.constexpr):
@@ -94,17 +90,6 @@ def fenced(code: str) -> str:
     return f"```python\n{code}```"
 
 
-def small_softmax(directory: Path) -> Path:
-    """kernels/softmax.py profiled at its small size and checked at its tiny one (seconds per attempt)."""
-    text = (ROOT / "kernels/softmax.py").read_text()
-    text = text.replace('DEFAULT_SIZE = "medium"', 'DEFAULT_SIZE = "small"')
-    text = text.replace('CHECK_SIZES = ["tiny", "small"]', 'CHECK_SIZES = ["tiny"]')
-    assert 'DEFAULT_SIZE = "small"' in text and 'CHECK_SIZES = ["tiny"]' in text
-    path = directory / "softmax.py"
-    path.write_text(text)
-    return path
-
-
 def with_hook(kernel_text: str, hook: str) -> str:
     """The kernel file with its remap function replaced: what a model sends back as 'the whole file'."""
     start = kernel_text.index("@triton.jit\ndef swizzle(")
@@ -112,32 +97,11 @@ def with_hook(kernel_text: str, hook: str) -> str:
     return kernel_text[:start] + hook.rstrip("\n") + kernel_text[end:]
 
 
-def swizzleperf(args: list[str], work: Path, **env: str) -> subprocess.CompletedProcess:
-    """`python -m swizzleperf ARGS` in `work`, without provider keys, with a private trace cache."""
-    child_env = {k: v for k, v in os.environ.items() if k not in _CLEARED}
-    child_env.update(SWIZZLEPERF_CACHE=str(work / "cache"), COLUMNS="240",
-                     NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", **env)
-    return subprocess.run([sys.executable, "-m", "swizzleperf", *args], cwd=work, env=child_env,
-                          capture_output=True, text=True, timeout=240)
-
-
 def optimize(kernel: Path, work: Path, proposer: str, server: ScriptedServer, iterations: int):
     return swizzleperf(["optimize", str(kernel), "--hardware", "mi300x", "--no-library", "--keep-going", "--proposer", proposer,
                         "--model", "openai/scripted", "--api-base", server.base_url, "-n", str(iterations),
                         "--llm-timeout", str(TIMEOUT_S), "--llm-retries", str(RETRIES),
-                        "--runs-dir", str(work / "runs")], work)
-
-
-def read_run(work: Path) -> tuple[dict, list[dict]]:
-    (run_dir,) = (work / "runs").iterdir()
-    record = json.loads((run_dir / "run.json").read_text())
-    attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
-    return record, attempts
-
-
-def failure(attempt: dict) -> tuple[str, str] | None:
-    bad = [s for s in attempt["stages"] if not s["ok"]]
-    return (bad[0]["stage"], bad[0]["detail"]) if bad else None
+                        "--context-tokens", str(WINDOW), "--runs-dir", str(work / "runs")], work)
 
 
 # --- one scripted LLM run, read by several tests -------------------------------------------------
@@ -195,7 +159,8 @@ def test_a_good_remap_is_accepted_and_ranked_best(llm_run):
     assert "return tall * q + (xcd - tall) * (q - 1) + local" in (run_dir / "best" / "remap.py").read_text()
     assert record["proposer"] == "llm"
     assert record["proposer_options"] == {"model": "openai/scripted", "api_base": llm_run["base_url"],
-                                          "mode": "aware", "timeout_s": TIMEOUT_S, "retries": RETRIES}
+                                          "mode": "aware", "timeout_s": TIMEOUT_S, "retries": RETRIES,
+                                          "context_tokens": WINDOW, "max_tokens": None}
 
 
 @pytest.mark.slow
@@ -229,9 +194,9 @@ def test_every_unusable_answer_is_a_recorded_failure_with_its_reason(llm_run):
 @pytest.mark.slow
 def test_a_model_that_never_answers_in_time_stops_the_run_with_the_reason(llm_run):
     record, attempts = llm_run["record"], llm_run["attempts"]
-    model_error = (f"openai/scripted gave no answer within {TIMEOUT_S} s on {RETRIES + 1} attempts at "
-                   f"{llm_run['base_url']}: raise the timeout (--llm-timeout) or check that the server is up and "
-                   f"not overloaded")
+    model_error = (f"openai/scripted gave no answer within {TIMEOUT_S} s for an answer of up to 2,048 tokens, nor "
+                   f"of up to 1,024 at {llm_run['base_url']}: raise --llm-timeout or lower --max-tokens, and check "
+                   f"that the server is up and not overloaded")
     last = attempts[-1]
     assert last["iteration"] == 6 and last["family"] == "(proposer failed)" and last["usage"] is None
     assert failure(last) == ("propose", f"the proposer failed: {model_error}")
@@ -239,6 +204,9 @@ def test_a_model_that_never_answers_in_time_stops_the_run_with_the_reason(llm_ru
     assert record["status"] == "finished"
     assert record["status_detail"] == f"the model failed: {model_error}"
     assert len(llm_run["requests"]) == len(llm_run["script"])  # both timed-out requests reached the server
+    assert [r.body["max_tokens"] for r in llm_run["requests"][-2:]] == [2048, 1024]  # the second asked for less
+    assert [(c["call"], c["outcome"], c["max_tokens"]) for c in last["llm_calls"]] == [
+        ("proposal", "timed out", 2048), ("proposal", "timed out", 1024)]
 
 
 @pytest.mark.slow

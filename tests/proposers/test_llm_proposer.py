@@ -60,8 +60,8 @@ def context(kernel, history=(), iteration=1, seen=frozenset()):
                            iteration=iteration, seen_sources=seen)
 
 
-def proposer_for(server, mode="aware"):
-    return make_llm_proposer("openai/scripted-model", api_base=server.base_url, mode=mode)
+def proposer_for(server, mode="aware", **options):
+    return make_llm_proposer("openai/scripted-model", api_base=server.base_url, mode=mode, **options)
 
 
 def test_a_good_remap_becomes_a_proposal_with_both_calls_counted(kernel):
@@ -185,8 +185,8 @@ def test_unaware_mode_sends_no_hardware(kernel):
 
 
 def test_overload_mode_sends_the_long_architecture_text(kernel):
-    with ScriptedServer([ANALYSIS, proposal_reply(ROW_REMAP)]) as server:
-        proposer_for(server, mode="overload").propose(context(kernel))
+    with ScriptedServer([ANALYSIS, proposal_reply(ROW_REMAP)]) as server:  # it needs more than the default window
+        proposer_for(server, mode="overload", context_tokens=32_768).propose(context(kernel))
     shown = server.requests[1].text
     assert "GPU ARCHITECTURE REFERENCE: AMD INSTINCT MI300X" in shown and "Per XCD:" not in shown
     assert word_count(shown) > word_count(server.requests[1].text.split("[[ ## hardware ## ]]")[0]) + 3000

@@ -9,29 +9,27 @@ one over a missing key.
 DSPy's response cache is off for every LM built here: a repeated prompt (an identical history
 after a rejected attempt, say) must reach the model again, not replay the last answer with no
 usage. DSPy's own retries are off too; this module retries transient failures (HTTP 429 and
-5xx, timeouts, dropped connections) with exponential backoff and turns everything else into
-one clear `LLMError`.
+5xx, dropped connections) with exponential backoff and turns everything else into one clear
+`LLMError`. A timeout is not retried as it was: the call is made once more with half the
+max_tokens (a long answer is the usual cause), and a second timeout is the error.
+
+Every request carries a max_tokens (the budget's, see budget.py), so no answer runs on to the end
+of the window. An `--api-base` server is called through LiteLLM's OpenAI client, which sends it as
+`max_tokens`, the field every self-hosted server reads (DSPy's native OpenAI path sends
+`max_completion_tokens`, which llama-cpp-python ignores). Each request becomes an `LLMCall` record
+with the server's own token counts.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from swizzleperf.errors import LLMError
-from swizzleperf.proposers.llm.extract import split_fields
-from swizzleperf.records.proposal import LLMUsage
-
-# LiteLLM downloads a model price list from GitHub when it is imported unless told to use its
-# bundled copy; without network that costs seconds of retries on every run.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-import dspy  # noqa: E402  (after the environment default above)
-from dspy.utils.exceptions import (  # noqa: E402
+import dspy
+from dspy.utils.exceptions import (
     AdapterParseError,
     ContextWindowExceededError,
     LMAuthError,
@@ -42,6 +40,25 @@ from dspy.utils.exceptions import (  # noqa: E402
     LMUnsupportedModelError,
     is_retryable_lm_error,
 )
+from pydantic import BaseModel, ConfigDict, Field
+
+from swizzleperf.errors import LLMError
+from swizzleperf.proposers.base import ModelWatcher
+from swizzleperf.proposers.llm.adapter import chat_adapter
+from swizzleperf.proposers.llm.budget import ANSWER_TOKENS, Fitted
+from swizzleperf.proposers.llm.extract import split_fields
+from swizzleperf.records.proposal import ANSWER_CHARS, LLMCall, LLMUsage
+
+
+class _NoTruncationWarning(logging.Filter):
+    """DSPy logs a paragraph when an answer reaches max_tokens; each LLMCall records it (finish_reason length)
+    and the attempt's rationale says it in one sentence."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("LM response was truncated")
+
+
+logging.getLogger("dspy.clients.lm").addFilter(_NoTruncationWarning())
 
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 PLACEHOLDER_KEY = "swizzleperf-no-key"  # sent to an --api-base server when no key is configured
@@ -59,7 +76,7 @@ class ModelConfig(BaseModel):
     retries: int = Field(3, ge=0, description="extra attempts after a transient failure")
     backoff_s: float = Field(2.0, ge=0, description="first retry delay; doubles per retry")
     temperature: float | None = None
-    max_tokens: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0, description="every call's answer budget (default: per call)")
 
 
 def _litellm():
@@ -97,17 +114,26 @@ def check_config(config: ModelConfig) -> None:
                        f"OpenAI-compatible server (vLLM, Ollama) that needs none")
 
 
+def hosted_window(model: str) -> int | None:
+    """The input window LiteLLM's bundled model table gives `model`, if it knows the model."""
+    try:
+        info = _litellm().get_model_info(model)
+    except Exception:  # noqa: BLE001 -- an unknown model: LiteLLM raises; the budget uses its default
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return window if isinstance(window, int) and window > 0 else None
+
+
 def build_lm(config: ModelConfig) -> dspy.LM:
     """A DSPy LM for the config, with DSPy's cache and retries off (see the module docstring)."""
     options: dict[str, Any] = {"timeout": config.timeout_s}
     if config.api_base:
-        options["api_base"] = config.api_base
+        # max_tokens on the wire, and no hidden retries in the OpenAI client (a timeout is ours to handle)
+        options.update(api_base=config.api_base, engine="litellm", max_retries=0)
         if missing_credentials(config.model):
             options["api_key"] = PLACEHOLDER_KEY  # the provider client insists on some key
     if config.temperature is not None:
         options["temperature"] = config.temperature
-    if config.max_tokens is not None:
-        options["max_tokens"] = config.max_tokens
     try:
         return dspy.LM(config.model, cache=False, num_retries=0, **options)
     except (LMError, ValueError, TypeError) as exc:  # e.g. reasoning models refuse a temperature
@@ -116,12 +142,13 @@ def build_lm(config: ModelConfig) -> dspy.LM:
 
 @dataclass(frozen=True)
 class ModelAnswer:
-    """One signature call: the output fields that could be read, the raw text, the usage."""
+    """One signature call: the output fields that could be read, the raw text, the usage, each request."""
 
     fields: dict[str, Any]
     raw: str
     usage: LLMUsage
     parse_error: str | None = None  # set when the answer did not follow the field format exactly
+    calls: tuple[LLMCall, ...] = ()  # the requests behind it, a timed-out one included
 
 
 def _raw_text(entry: dict) -> str:
@@ -147,6 +174,22 @@ def _first_line(exc: Exception) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
+def _finish_reason(entry: dict) -> str | None:
+    """`stop` or `length` from the response in a DSPy history entry (LiteLLM's or DSPy's own shape)."""
+    response = entry.get("response")
+    choices = getattr(response, "choices", None)
+    reason = getattr(choices[0], "finish_reason", None) if choices else getattr(response, "finish_reason", None)
+    return str(reason) if reason else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _is_timeout(exc: LMError) -> bool:
+    return isinstance(exc, LMTimeoutError) or "timed out" in _first_line(exc).lower()
+
+
 @dataclass
 class ModelClient:
     """Calls DSPy signatures on one LM with retries, and counts what each call cost.
@@ -159,36 +202,83 @@ class ModelClient:
     backoff_s: float = 2.0
     timeout_s: float | None = None
     api_base: str | None = None
+    max_tokens: int | None = None  # a call without a fitted plan asks for this many answer tokens at most
+    system_in_user: bool = False  # the server drops system messages: send their text in the user message
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
-    def predict(self, signature: type[dspy.Signature], **inputs: Any) -> ModelAnswer:
-        """Call the model once (plus retries of transient failures) and read the signature's outputs.
+    def predict(self, signature: type[dspy.Signature], *, plan: Fitted | None = None,
+                watch: ModelWatcher | None = None, **inputs: Any) -> ModelAnswer:
+        """Call the model once (plus retries of transient failures, and one shorter retry after a timeout)
+        and read the signature's outputs. `plan` (the budget's) gives the inputs and max_tokens.
 
         An answer that does not follow DSPy's field format is not an error here: the fields that
         are present are returned with `parse_error` set, and the caller decides what is usable.
         """
-        names = list(signature.output_fields)
-        predictor = dspy.Predict(signature)
-        lm = self.lm.copy()  # a fresh history holds exactly this call's completions
-        # No JSON fallback: it would be a second paid call; a loose answer is read by split_fields.
-        adapter = dspy.ChatAdapter(use_json_adapter_fallback=False)
-        for attempt in range(self.retries + 1):
+        inputs = dict(plan.inputs) if plan is not None else inputs
+        call = plan.call if plan is not None else signature.__name__
+        max_tokens = plan.max_tokens if plan is not None else self.max_tokens or ANSWER_TOKENS["proposal"]
+        calls: list[LLMCall] = []
+        asked: list[int] = []  # max_tokens of the requests that timed out
+        failures = 0  # transient failures retried so far
+        while True:
+            lm = self.lm.copy(max_tokens=max_tokens)  # a fresh history holds exactly this call's completions
+            start = time.monotonic()
             try:
-                with dspy.context(lm=lm, adapter=adapter, disable_history=False, max_history_size=_HISTORY):
-                    prediction = predictor(**inputs)
-                return ModelAnswer({n: prediction[n] for n in names}, _raw_text(lm.history[-1]), usage_of(lm.history))
-            except AdapterParseError as exc:
-                raw = exc.lm_response or ""
-                found = split_fields(raw, names)
-                missing = [n for n in names if n not in found]
-                problem = (f"missing field(s) {', '.join(missing)}" if missing
-                           else "a field's value did not have the declared type")
-                return ModelAnswer(found, raw, usage_of(lm.history), parse_error=problem)
+                with self._waiting(watch, call, plan, max_tokens):
+                    fields, raw, problem = self._once(signature, lm, inputs, self.system_in_user)
             except LMError as exc:
-                if not self._transient(exc) or attempt == self.retries:
-                    raise self._as_llm_error(exc, attempt + 1) from exc
-                self.sleep(self._delay(exc, attempt))
-        raise AssertionError("unreachable: the last attempt returns or raises")
+                if _is_timeout(exc):
+                    calls.append(self._record(call, plan, max_tokens, time.monotonic() - start, None))
+                    asked.append(max_tokens)
+                    if len(asked) == 2:
+                        raise self._timed_out(asked, calls) from exc
+                    max_tokens = max(1, max_tokens // 2)
+                    continue
+                if not self._transient(exc) or failures == self.retries:
+                    raise self._as_llm_error(exc, failures + len(asked) + 1, plan, calls) from exc
+                self.sleep(self._delay(exc, failures))
+                failures += 1
+                continue
+            entry = lm.history[-1] if lm.history else {}
+            calls.append(self._record(call, plan, max_tokens, time.monotonic() - start, entry, raw))
+            return ModelAnswer(fields, raw, usage_of(lm.history), problem, tuple(calls))
+
+    @staticmethod
+    def _once(signature: type[dspy.Signature], lm: dspy.BaseLM, inputs: dict,
+              system_in_user: bool) -> tuple[dict, str, str | None]:
+        """(fields, raw answer, parse problem or None) of one request; LMError passes through."""
+        names = list(signature.output_fields)
+        try:
+            with dspy.context(lm=lm, adapter=chat_adapter(system_in_user), disable_history=False,
+                              max_history_size=_HISTORY):
+                prediction = dspy.Predict(signature)(**inputs)
+            return {n: prediction[n] for n in names}, _raw_text(lm.history[-1]), None
+        except AdapterParseError as exc:
+            raw = exc.lm_response or ""
+            found = split_fields(raw, names)
+            missing = [n for n in names if n not in found]
+            return found, raw, (f"missing field(s) {', '.join(missing)}" if missing
+                                else "a field's value did not have the declared type")
+
+    def _waiting(self, watch: ModelWatcher | None, call: str, plan: Fitted | None, max_tokens: int):
+        if watch is None:
+            return nullcontext()
+        prompt = f"{plan.prompt_tokens:,} tokens in, " if plan is not None else ""
+        return watch.model_call(f"{self.lm.model}: {call}, {prompt}≤{max_tokens:,} out")
+
+    @staticmethod
+    def _record(call: str, plan: Fitted | None, max_tokens: int, seconds: float, entry: dict | None,
+                raw: str | None = None) -> LLMCall:
+        """The request as sent (plan) and as answered (entry: a DSPy history entry, and the answer's text;
+        None when it timed out)."""
+        tokens = (entry or {}).get("usage") or {}
+        counted = {k: _count(tokens.get(k)) for k in ("prompt_tokens", "completion_tokens")}
+        measured = {} if plan is None else dict(window=plan.window, prompt_measured=plan.prompt_tokens,
+                                                measured_by=plan.measured_by, parts=plan.parts,
+                                                left_out=list(plan.left_out))
+        return LLMCall(call=call, outcome="answered" if entry is not None else "timed out", max_tokens=max_tokens,
+                       seconds=round(seconds, 3), finish_reason=_finish_reason(entry) if entry else None,
+                       answer=None if raw is None else raw[:ANSWER_CHARS], **counted, **measured)
 
     @staticmethod
     def _transient(exc: LMError) -> bool:
@@ -200,9 +290,24 @@ class ModelClient:
             return max(float(hint), self.backoff_s)
         return self.backoff_s * 2 ** attempt
 
-    def _as_llm_error(self, exc: LMError, attempts: int) -> LLMError:
-        model = self.lm.model
-        where = f" at {self.api_base}" if self.api_base else ""
+    def _where(self) -> str:
+        return f" at {self.api_base}" if self.api_base else ""
+
+    def _timed_out(self, asked: list[int], calls: list[LLMCall]) -> LLMError:
+        limit = f"within {self.timeout_s:g} s " if self.timeout_s else ""
+        error = LLMError(f"{self.lm.model} gave no answer {limit}for an answer of up to {asked[0]:,} tokens, nor of "
+                         f"up to {asked[1]:,}{self._where()}: raise --llm-timeout or lower --max-tokens, and check "
+                         f"that the server is up and not overloaded")
+        error.llm_calls = tuple(calls)
+        return error
+
+    def _as_llm_error(self, exc: LMError, attempts: int, plan: Fitted | None, calls: list[LLMCall]) -> LLMError:
+        error = self._message(exc, attempts, plan)
+        error.llm_calls = tuple(calls)
+        return error
+
+    def _message(self, exc: LMError, attempts: int, plan: Fitted | None) -> LLMError:
+        model, where = self.lm.model, self._where()
         status = getattr(exc, "status", None)
         tries = f"{attempts} attempt{'s' if attempts > 1 else ''}"
         detail = _first_line(exc)
@@ -212,19 +317,16 @@ class ModelClient:
             return LLMError(f"the provider rejected the credentials for {model}{where} (HTTP {status}): check the "
                             f"key in the provider's environment variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY)")
         if isinstance(exc, ContextWindowExceededError):
-            return LLMError(f"the prompt is longer than {model}'s context window: show fewer attempts "
-                            f"(history_limit) or use a model with a longer context")
+            assumed = f" (this run fitted it to {plan.window:,} tokens)" if plan is not None else ""
+            return LLMError(f"{model}{where} says the prompt is longer than its context window{assumed}: pass the "
+                            f"window the server really has as --context-tokens N ({detail})")
         if isinstance(exc, LMUnsupportedModelError) or status == 404:
             return LLMError(f"{model} was not found{where} (HTTP {status}): check the name after the provider "
                             f"prefix in --model and the --api-base URL ({detail})")
-        if isinstance(exc, LMTimeoutError) or "timed out" in detail.lower():
-            limit = f"within {self.timeout_s:g} s " if self.timeout_s else ""
-            return LLMError(f"{model} gave no answer {limit}on {tries}{where}: raise the timeout (--llm-timeout) "
-                            f"or check that the server is up and not overloaded")
         if status == 429:
             return LLMError(f"{model} is rate-limited (HTTP 429) on all {tries}: wait, or allow more retries "
                             f"(--llm-retries); {detail}")
-        if isinstance(exc, LMTransportError):
+        if isinstance(exc, LMTransportError) or "connection error" in detail.lower():  # LiteLLM: an HTTP 500
             return LLMError(f"cannot reach {model}{where} after {tries} ({detail}): check --api-base and that "
                             f"the server is running")
         if status is not None and status >= 500:
@@ -237,4 +339,5 @@ def connect(config: ModelConfig, *, sleep: Callable[[float], None] = time.sleep)
     """Check the configuration (raising LLMError with the fix) and build the client; no network call."""
     check_config(config)
     return ModelClient(lm=build_lm(config), retries=config.retries, backoff_s=config.backoff_s,
-                       timeout_s=config.timeout_s, api_base=config.api_base, sleep=sleep)
+                       timeout_s=config.timeout_s, api_base=config.api_base, max_tokens=config.max_tokens,
+                       sleep=sleep)

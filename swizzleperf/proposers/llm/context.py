@@ -9,6 +9,7 @@ architecture text. Every number says whether it was predicted by the simulator o
 
 from __future__ import annotations
 
+import ast
 from typing import Literal
 
 from swizzleperf.hardware.presets import MiB
@@ -17,6 +18,7 @@ from swizzleperf.kernel.contract import HookSignature, KernelFile
 from swizzleperf.proposers.llm.templates import PromptSet
 from swizzleperf.records.proposal import AttemptView
 from swizzleperf.records.report import BottleneckReport, ceiling_text, headroom_text
+from swizzleperf.untrusted import source_text
 
 Mode = Literal["aware", "unaware", "overload"]
 MODES: tuple[Mode, ...] = ("aware", "unaware", "overload")
@@ -208,8 +210,23 @@ def describe_history(history: list[AttemptView], limit: int) -> str:
     shown, omitted = select_attempts(history, limit)
     parts = []
     if omitted:
-        best = " (the best accepted attempt is among those shown)" if any(a.accepted for a in history) else ""
+        best = " (the best accepted attempt is among those shown)" if any(a.accepted for a in shown) else ""
         parts.append(f"{omitted} older attempt(s) are not shown{best}.")
     parts.extend(_attempt_text(a) for a in shown)
     parts.append("Do not repeat any of these implementations.")
     return "\n\n".join(parts)
+
+
+def hook_and_callers(kernel: KernelFile) -> str:
+    """The kernel file cut to its hooks and the functions that call them (the shortest source a prompt
+    shows): the host code, the reference and the problem declaration are left out, and a comment says so."""
+    tree = ast.parse(kernel.source)
+    hooks = {kernel.hook.name} | ({kernel.loop_order.name} if kernel.loop_order else set())
+    kept = [node for node in tree.body if isinstance(node, ast.FunctionDef)
+            and (node.name in hooks or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                                           and n.func.id in hooks for n in ast.walk(node)))]
+    texts = [source_text.function_text(kernel.source, node).rstrip() for node in kept]
+    left = len(source_text.lines(kernel.source)) - sum(len(t.splitlines()) for t in texts)
+    names = ", ".join(f"{node.name}()" for node in kept)
+    return "\n\n\n".join([f"# {kernel.path.name}, cut to fit the model's context window: only {names} are "
+                           f"shown; {left} other lines (imports, host code, sizes, reference) are left out", *texts])

@@ -6,6 +6,13 @@ end to end. A reply is a text (with `usage` token counts), an HTTP error status,
 sent only after a delay. It binds to 127.0.0.1 on a free port, answers at most
 `max_requests` requests (the script's length plus a few) and stops by itself after `lifetime_s` seconds.
 
+With `context_window=N` it also plays a llama.cpp server's context: `GET /props` says n_ctx N,
+`POST /tokenize` counts words (its "tokens", as in its usage counts), and a chat request whose
+prompt words plus max_tokens exceed N is refused with HTTP 400, as an over-long request is.
+A request for one token (swizzleperf's probe of the chat template, server_info.py) is answered
+outside the script with its word count and kept in `probes`; `drops_system=True` plays a chat
+template without a system role: system messages count for nothing.
+
     with ScriptedServer([chat_reply(answer="42"), Failure(500), Reply("late", delay_s=5)]) as server:
         lm = dspy.LM("openai/scripted", api_base=server.base_url, api_key="unused")
 """
@@ -30,6 +37,7 @@ class Reply:
     delay_s: float = 0.0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    finish_reason: str = "stop"  # "length": the answer was cut at max_tokens
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,7 @@ Script = str | Reply | Failure
 @dataclass(frozen=True)
 class RecordedRequest:
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names in title case (Authorization), however the client spelt them
     body: dict[str, Any]
 
     @property
@@ -57,6 +65,11 @@ class RecordedRequest:
     def text(self) -> str:
         """All message contents joined: what the model was shown."""
         return "\n\n".join(_content_text(m.get("content")) for m in self.messages)
+
+    def seen(self, drops_system: bool) -> str:
+        """What a template that drops system messages (or not) lets through."""
+        kept = [m for m in self.messages if not (drops_system and m.get("role") == "system")]
+        return "\n\n".join(_content_text(m.get("content")) for m in kept)
 
 
 def _content_text(content: Any) -> str:
@@ -85,8 +98,12 @@ def chat_reply(**fields: Any) -> str:
 class ScriptedServer:
     """A bounded chat-completions server in a background thread (see the module docstring)."""
 
-    def __init__(self, script: list[Script], *, lifetime_s: float = 60.0, max_requests: int | None = None):
+    def __init__(self, script: list[Script], *, lifetime_s: float = 60.0, max_requests: int | None = None,
+                 context_window: int | None = None, drops_system: bool = False):
         self._script = [Reply(item) if isinstance(item, str) else item for item in script]
+        self.context_window = context_window
+        self.drops_system = drops_system
+        self.probes: list[RecordedRequest] = []  # one-token requests, answered outside the script
         self.max_requests = len(self._script) + _SPARE_REQUESTS if max_requests is None else max_requests
         self.lifetime_s = lifetime_s
         self.requests: list[RecordedRequest] = []
@@ -163,17 +180,34 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
 
+    def do_GET(self) -> None:
+        window = self.server_ref.context_window
+        if window is None or self.path.rstrip("/") != "/props":
+            return self._send(404, _error(f"GET {self.path} is not scripted", "not_found"))
+        self._send(200, {"default_generation_settings": {"n_ctx": window}})
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
         except json.JSONDecodeError:
             return self._send(400, _error("request body is not JSON", "invalid_request_error"))
+        if self.path.rstrip("/") == "/tokenize" and self.server_ref.context_window is not None:
+            return self._send(200, {"tokens": [0] * word_count(str(body.get("content", "")))})
         if self.path.rstrip("/") != CHAT_PATH:
             return self._send(404, _error(f"only {CHAT_PATH} is scripted, not {self.path}", "not_found"))
         if body.get("stream"):
             return self._send(400, _error("streaming is not scripted; call without stream", "invalid_request_error"))
-        request = RecordedRequest(self.path, dict(self.headers), body)
+        request = RecordedRequest(self.path, {k.title(): v for k, v in self.headers.items()}, body)
+        if body.get("max_tokens") == 1:  # a probe of the chat template, not a call of the script
+            with self.server_ref._lock:
+                self.server_ref.probes.append(request)
+            return self._send(200, _completion(body, Reply("x"), request, self.server_ref.drops_system))
+        too_long = _over_window(self.server_ref.context_window, request.seen(self.server_ref.drops_system), body)
+        if too_long:
+            with self.server_ref._lock:
+                self.server_ref.requests.append(request)
+            return self._send(400, _error(too_long, "exceed_context_size_error"))
         item = self.server_ref._next(request)
         if isinstance(item, str):  # the script is exhausted: a client error, so it is not retried
             return self._send(400, _error(item, "invalid_request_error"))
@@ -181,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(item.status, _error(item.message, "server_error" if item.status >= 500 else "error"))
         if item.delay_s and self.server_ref._stopped.wait(item.delay_s):
             return  # stopped while waiting: drop the connection
-        self._send(200, _completion(body, item, request))
+        self._send(200, _completion(body, item, request, self.server_ref.drops_system))
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -195,19 +229,30 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a timeout test): nothing to answer
 
 
+def _over_window(window: int | None, seen: str, body: dict) -> str | None:
+    """Why the request (`seen`: the text its template lets through) does not fit the context window, or None."""
+    if window is None:
+        return None
+    prompt, answer = word_count(seen), body.get("max_tokens") or 0
+    if prompt + answer <= window:
+        return None
+    return (f"the request exceeds the available context size: {prompt} prompt tokens and max_tokens {answer} "
+            f"in a context of {window}")
+
+
 def _error(message: str, kind: str) -> dict:
     return {"error": {"message": message, "type": kind, "code": None}}
 
 
-def _completion(body: dict, reply: Reply, request: RecordedRequest) -> dict:
-    prompt = reply.prompt_tokens if reply.prompt_tokens is not None else word_count(request.text)
+def _completion(body: dict, reply: Reply, request: RecordedRequest, drops_system: bool) -> dict:
+    prompt = reply.prompt_tokens if reply.prompt_tokens is not None else word_count(request.seen(drops_system))
     completion = reply.completion_tokens if reply.completion_tokens is not None else word_count(reply.text)
     return {
         "id": f"scripted-{len(reply.text)}",
         "object": "chat.completion",
         "created": 0,
         "model": body.get("model", "scripted"),
-        "choices": [{"index": 0, "finish_reason": "stop",
+        "choices": [{"index": 0, "finish_reason": reply.finish_reason,
                      "message": {"role": "assistant", "content": reply.text}}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
