@@ -58,6 +58,6 @@ if [ "$local_llm" = 1 ] && ! "$venv/bin/python" -c "import llama_cpp.server.app,
         export CFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" CXXFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
         build=(--no-cache-dir --no-binary llama-cpp-python)
     fi
-    "${pip[@]}" install "${build[@]}" -e ".[local-llm]"
+    "${pip[@]}" install ${build[@]+"${build[@]}"} -e ".[local-llm]"
 fi
 echo "setup: ready. Activate with: source $venv/bin/activate"

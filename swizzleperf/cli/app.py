@@ -54,6 +54,10 @@ AllowUnprovenOpt = typer.Option(False, "--allow-unproven", help="accept remaps w
                                 "kernel's declared grids (marked UNPROVEN in the report, best/remap.py and a library)")
 
 
+ContextTokensOpt = typer.Option(None, "--context-tokens", min=1, help="the model's context window in tokens (default: "
+                                "what the server says, else 8192); with --resume it replaces the run's")
+MaxTokensOpt = typer.Option(None, "--max-tokens", min=1, help="answer tokens per model call (default 1024 for the "
+                            "analysis, 2048 per proposal); with --resume it replaces the run's")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="evaluate on a local process pool of N workers (1: in this "
                                                         "process); default one per core, at most 8")
 RayOpt = typer.Option(None, "--ray", metavar="auto|ADDRESS", help="evaluate on a Ray cluster: auto (found, or started "

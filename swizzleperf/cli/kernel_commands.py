@@ -13,8 +13,10 @@ from rich.markup import escape
 from swizzleperf.cli.app import (
     AllowUnprovenOpt,
     BatchOpt,
+    ContextTokensOpt,
     HardwareOpt,
     KernelArg,
+    MaxTokensOpt,
     ProfilerOpt,
     ProposerOpt,
     RayOpt,
@@ -289,12 +291,8 @@ def optimize(kernel_path: Optional[str] = typer.Argument(None, metavar="KERNEL",
              llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help="seconds to wait for one model "
                                                          "answer (default 180; with --resume: the run's)"),
              llm_retries: int = typer.Option(3, "--llm-retries", help="retries of a transient model error"),
-             context_tokens: Optional[int] = typer.Option(None, "--context-tokens", min=1, help="the model's context "
-                                                          "window in tokens (default: what the server says, else "
-                                                          "8192); with --resume it replaces the run's"),
-             max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="answer tokens per model call "
-                                                      "(default 1024 for the analysis, 2048 per proposal); with "
-                                                      "--resume it replaces the run's"),
+             context_tokens: Optional[int] = ContextTokensOpt,
+             max_tokens: Optional[int] = MaxTokensOpt,
              library: Optional[Path] = typer.Option(None, "--library", help="warm-start from this swizzle library "
                                                    "(default: ./swizzles or $SWIZZLEPERF_LIBRARY when it exists)"),
              no_library: bool = typer.Option(False, "--no-library", help="do not warm-start from a library"),

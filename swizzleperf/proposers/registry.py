@@ -1,10 +1,10 @@
 """The proposers `--proposer NAME` can name, and how each is built from a run's settings.
 
 Each entry builds its proposer from the seed and the LLM options a run records (model, api_base,
-mode, timeout_s, retries, context_tokens, max_tokens), so a resumed run rebuilds exactly the proposer it started with. Built-ins
-register here; factories import their module only when chosen (the LLM one pulls in DSPy). A new
-proposer is one module with a class that follows `base.Proposer` and one `register(...)` call
-(docs/extending.md).
+mode, timeout_s, retries, context_tokens, max_tokens), so a resumed run rebuilds the proposer it started
+with (with the options `--resume` was given to replace: workflows/optimize.py). Built-ins register
+here; factories import their module only when chosen (the LLM one pulls in DSPy). A new proposer is
+one module with a class that follows `base.Proposer` and one `register(...)` call (docs/extending.md).
 """
 
 from __future__ import annotations

@@ -152,7 +152,8 @@ def test_the_window_tokenizer_and_each_call_are_shown_to_the_person_watching(ker
     (call,) = result.llm_calls
     assert watcher.notes == ["LLM: context window 6,000 tokens (the server (GET /props n_ctx)); prompts measured "
                              "with the server's tokenizer (POST /tokenize)"]
-    assert watcher.calls == [f"openai/scripted: proposal, {call.prompt_measured:,} tokens in, ≤{call.max_tokens:,} out"]
+    assert watcher.calls == [f"openai/scripted: proposal, {call.prompt_measured:,} tokens in, "
+                             f"≤{call.max_tokens:,} out"]
     assert call.parts["original_code"] == word_count(kernel.source)  # each input measured alike
     assert sum(call.parts.values()) < call.prompt_measured  # the field names and instructions come on top
 
@@ -262,8 +263,8 @@ def test_the_cli_says_an_impossible_fit_in_one_error_line_and_the_run_resumes_wi
     kernel = small_softmax(tmp_path)
     runs = str(tmp_path / "runs")
     with ScriptedServer([ANALYSIS, ANSWER, "no code this time"], context_window=500) as server:
-        result = swizzleperf(["optimize", str(kernel), "--hardware", "mi300x", "--no-library", "-n", "2",
-                              "--model", "openai/scripted", "--api-base", server.base_url, "--runs-dir", runs], tmp_path)
+        result = swizzleperf(["optimize", str(kernel), "--hardware", "mi300x", "--no-library", "-n", "2", "--model",
+                              "openai/scripted", "--api-base", server.base_url, "--runs-dir", runs], tmp_path)
         assert result.returncode == 2 and server.requests == []
         errors = [line for line in result.stdout.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and errors[0].startswith("error: the memory analysis prompt needs ")

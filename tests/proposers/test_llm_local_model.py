@@ -2,7 +2,7 @@
 through the real `swizzleperf optimize kernels/softmax.py ... -n 3` command, stopped by Ctrl-C after its
 first LLM attempt and finished with `--resume`.
 
-It takes minutes (docs/measurements/llm-local-2026-11-28.md: about 4 on 2 shared cores), so it runs only
+It takes minutes (docs/measurements/llm-local-2026-11-28.md: 4 to 5 on 2 shared cores), so it runs only
 when asked for, and CI does not ask:
 
     .venv/bin/python -m pytest -m local_llm -n 0 tests/proposers/test_llm_local_model.py

@@ -180,7 +180,8 @@ class LLMProposer:
         return not (self._analysed_kernel == kernel.sha256 and self.memory_analysis is not None) and not (
             recorded is not None and self._analysed_kernel is None)
 
-    def _ensure_memory_analysis(self, kernel: KernelFile, hardware: str, context: ProposalContext) -> ModelAnswer | None:
+    def _ensure_memory_analysis(self, kernel: KernelFile, hardware: str,
+                                context: ProposalContext) -> ModelAnswer | None:
         """Run the memory-analysis call once per run; its answer's usage goes on the first proposal.
 
         The analysis an earlier attempt of this run holds (a resumed run's history) is reused rather
