@@ -154,10 +154,7 @@ def time_cells(attempt: Attempt, baseline: Attempt | None) -> tuple[str, str, st
 
 def misses(attempt: Attempt) -> int | None:
     """L2 read misses of an attempt: the quantity runs rank by."""
-    report = attempt.report
-    if report is None or report.accesses is None or report.hits is None:
-        return None
-    return report.accesses - report.hits
+    return attempt.report.fetches if attempt.report is not None else None
 
 
 def ranked_headline(best: Attempt, baseline: Attempt) -> str:

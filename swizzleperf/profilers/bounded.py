@@ -98,8 +98,7 @@ class BoundedProfiler:
                                              f"fast one needs {SUPPORTED_TRITON}x")
             return LaunchBounds(None, None, f"read-hit ceiling n/a: the launch could not be captured ({exc}){why}")
         b = prepare(trace).bounds(self.hw.sectors_per_line)
-        ceiling = 100.0 * (b.read_sectors - b.read_only_unique) / b.read_sectors if b.read_sectors else 0.0
-        return LaunchBounds(ceiling, b.read_only_unique, (
+        return LaunchBounds(b.ceiling_pct, b.read_only_unique, (
             f"read-hit ceiling and compulsory misses computed from a capture of the same launch on the CPU "
             f"({trace.num_accesses / 1e6:.3g} M line accesses, within the {budget} budget), not counted by the GPU: "
             f"{b.read_only_unique:,} read-only sectors of {b.read_sectors:,} read"))

@@ -114,10 +114,8 @@ class SimResult:
 
     @property
     def ceiling_pct(self) -> float:
-        """The read hit rate no remap can beat: every read-only sector fetched once, and every read
-        reaching the L2 (an L1 only lowers the lookups, never the compulsory fetches)."""
-        b = self.bounds
-        return _pct(b.read_sectors - b.read_only_unique, b.read_sectors)
+        """The read hit rate no remap can beat (TraceBounds.ceiling_pct)."""
+        return self.bounds.ceiling_pct
 
     @property
     def bytes_fetched(self) -> int:

@@ -70,6 +70,12 @@ class TraceBounds:
     write_sectors: int
     read_only_unique: int  # distinct sectors read and never written: the compulsory fetches
 
+    @property
+    def ceiling_pct(self) -> float:
+        """The read hit rate no remap can beat: every read-only sector fetched once, and every read reaching the L2
+        (an L1 only lowers the lookups, never the compulsory fetches)."""
+        return 100.0 * (self.read_sectors - self.read_only_unique) / self.read_sectors if self.read_sectors else 0.0
+
 
 def resample_masks(masks: np.ndarray, have: int, want: int) -> np.ndarray:
     """Sector masks of `have` sectors per line as masks of `want` sectors per line (powers of two)."""

@@ -130,12 +130,13 @@ def walk(slot_sm: np.ndarray, sm_order: np.ndarray, durations: np.ndarray, windo
 
 def _neighbours(slot_sm: np.ndarray) -> np.ndarray:
     """int64[positions, most per SM - 1]: the other positions on each position's SM, padded with -1."""
-    same = slot_sm[:, None] == slot_sm[None, :]
-    np.fill_diagonal(same, False)
-    table = np.full((slot_sm.shape[0], max(1, int(same.sum(axis=1).max(initial=0)))), -1, np.int64)
-    for k, row in enumerate(same):
-        others = np.flatnonzero(row)
-        table[k, :others.shape[0]] = others
+    order = np.argsort(slot_sm, kind="stable")
+    _, starts, counts = np.unique(slot_sm[order], return_index=True, return_counts=True)
+    table = np.full((slot_sm.shape[0], max(1, int(counts.max(initial=1)) - 1)), -1, np.int64)
+    for start, count in zip(starts, counts):
+        members = order[start:start + count]
+        for j, k in enumerate(members):
+            table[k, :count - 1] = np.delete(members, j)
     return table
 
 
