@@ -204,15 +204,15 @@ SIZES = {
     # and writes 256 lines of O: 32 heads x (512 x 32 + 512 x 528) = 9.2 M line accesses.
     # Block-first order spreads each KV group over 4 XCDs (heads h -> XCD h % 8). Simulated mi300x
     # L2 read hit rates (1 program per CU, `swizzleperf sweep attention --hardware mi300x --heads 32
-    # --kv-heads 8 --seq 4096 --batch 1`): identity 51.23 %, naive head-first 85.40 %, swizzled
-    # block-first 95.59 % and swizzled head-first 95.29 % with one KV group per XCD; ceiling 95.59 %
+    # --kv-heads 8 --seq 4096 --batch 1`): identity 51.55 %, naive head-first 85.36 %, swizzled
+    # block-first 95.59 % and swizzled head-first 95.27 % with one KV group per XCD; ceiling 95.59 %
     # (a KV group's 2 MB fits one L2, so both pinned orders come close to it).
     "medium": {"batch": 1, "heads": 32, "kv_heads": 8, "seq": 4096, "head_dim": 128, "causal": 1, "bf16": 0},
     # Many MHA heads: 64 x 2 MB of K/V, 8 heads per XCD under block-first order. 2048 programs,
     # 18.4 M line accesses. Simulated mi300x L2 read hit rates (`sweep attention --hardware mi300x
     # --heads 64 --kv-heads 64 --seq 4096 --batch 1 --like mha64_4k`): identity and swizzled
-    # block-first 9.44 % (each XCD streams 8 heads' K/V, 16 MB, through 4 MB), naive head-first
-    # 53.19 %, swizzled head-first (group 1) 91.17 %, the ceiling 91.18 %.
+    # block-first 9.59 % (each XCD streams 8 heads' K/V, 16 MB, through 4 MB), naive head-first
+    # 53.31 %, swizzled head-first (group 1) 91.17 %, the ceiling 91.18 %.
     "mha64_4k": {"batch": 1, "heads": 64, "kv_heads": 64, "seq": 4096, "head_dim": 128, "causal": 1, "bf16": 0},
     # Llama-3-70B-like prefill of 8192 tokens (64 heads, 8 KV groups of 8): GPU only.
     "large": {"batch": 1, "heads": 64, "kv_heads": 8, "seq": 8192, "head_dim": 128, "causal": 1, "bf16": 0},

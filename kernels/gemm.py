@@ -105,8 +105,8 @@ SIZES = {
     # 864 * 20,992 = 18.1 M line accesses. On MI300X (8 XCDs x 76 resident programs), the identity
     # gives each XCD 27 of the 108 tile columns (gcd(108, 8) = 4) over ~6 tile rows: ~33 panels per
     # 152 tile loads per K step, where an 8 x 9.5 block needs ~18. The simulator (mi300x preset)
-    # predicts L2 read hit rates of 71 % for the identity, 86 % for XCD-contiguous + GROUP_M = 8 (84 %
-    # with GROUP_M = 4) and 44 % for XCD-contiguous alone (each XCD then sweeps one tile row at a
+    # predicts L2 read hit rates of 68 % for the identity, 86 % for XCD-contiguous + GROUP_M = 8 (84 %
+    # with GROUP_M = 4) and 48 % for XCD-contiguous alone (each XCD then sweeps one tile row at a
     # time), read ceiling 93 %; a scratch model with an XOR-folded set index agreed. K = 5120 is not a
     # power of two, so A's row stride does not fold a group's A tiles into a few L2 sets under
     # modulo indexing (with K = 4096 the scratch model drops XCD-contiguous + GROUP_M = 8 to ~42 %).

@@ -152,9 +152,9 @@ SIZES = {
     # written). So the read ceiling is 99.99 %, set by each program re-reading its window on every
     # diagonal; the CU's L1 catches 99 % of those re-reads, and a remap moves only the L2 misses.
     # The simulator (mi300x preset, 32 KB L1 per CU) predicts 2,272 L2 read misses for the identity
-    # (read hit 93.04 % of 32,651 L2 reads), 2,048 for XCD-contiguous then row-major (bands of 8
-    # queries per die; 92.56 % of fewer reads: its L1 catches more) and 536 for XCD-contiguous
-    # then column-major (bands of ~16 chunks per die, whose reference lines one die fetches: 96.60 %).
+    # (read hit 93.13 % of 33,076 L2 reads), 2,048 for XCD-contiguous then row-major (bands of 8
+    # queries per die; 92.59 % of fewer reads: its L1 catches more) and 536 for XCD-contiguous
+    # then column-major (bands of ~16 chunks per die, whose reference lines one die fetches: 96.61 %).
     "medium": {"queries": 64, "query_len": 64, "ref_len": 125 * 256 + 158, "chunk_stride": 256},
     # 128 x 511 = 65,408 programs of 733 diagonals: ~67 M line accesses; the reference takes ~25 s.
     "large": {"queries": 128, "query_len": 64, "ref_len": 511 * 512 + 158, "chunk_stride": 512},
