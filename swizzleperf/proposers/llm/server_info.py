@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from swizzleperf.untrusted import readback
+
 PROBE_TIMEOUT_S = 5.0
 _PROBE_TEXT = "def swizzle(pid, num_pids):"
 _SYSTEM_PROBE = ("You answer questions about GPU kernels. Keep every answer short, name the program ids involved, "
@@ -54,8 +56,8 @@ def fetch_json(url: str, body: dict | None = None, timeout_s: float = PROBE_TIME
     if len(raw) > _MAX_REPLY_BYTES:
         raise ServerReplyError(f"a reply over {_MAX_REPLY_BYTES >> 20} MiB")
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return readback.parse_json(raw.decode(), "a reply")  # bounded nesting, as everything read back
+    except (readback.StoredFileError, UnicodeDecodeError):
         raise ServerReplyError("a reply that is not JSON") from None
 
 
